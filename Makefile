@@ -1,0 +1,42 @@
+# iclr25 — the README documents two commands: `make check` (the main job) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+BUDGET ?= full
+ARGS   ?=
+REPORT ?= $(lastword $(sort $(wildcard reports/*)))
+
+.PHONY: setup check test lint format report clean
+
+setup: $(STAMP)  ## build .venv with the pinned torch, then the package with every extra
+
+# Re-run only when the project's dependencies change (the stamp is newer than pyproject.toml).
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1
+	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	@if command -v apt-get >/dev/null 2>&1; then :; else echo "apt-get not found: no method needs system packages yet"; fi
+	@touch $(STAMP)
+
+check: setup  ## run every claim at the full budget and write reports/<run-id>/
+	$(BIN)/iclr25 check --all --budget $(BUDGET) $(ARGS)
+
+test: setup  ## unit, contract and CLI tests, and every claim at the smoke budget
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests experiments
+	$(BIN)/ruff format --check src tests experiments
+
+format: setup
+	$(BIN)/ruff format src tests experiments
+	$(BIN)/ruff check --fix src tests experiments
+
+report: setup  ## re-render the newest report and refresh the README tables from it
+	@test -n "$(REPORT)" || { echo "no report under reports/; run make check first"; exit 2; }
+	$(BIN)/iclr25 report $(REPORT) --update-readme
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache .ruff_cache

@@ -1,0 +1,410 @@
+"""The claim contract: what a claim check is, what it returns, and the one rule that judges it.
+
+A :class:`Claim` re-measures a paper's headline claim: it runs its arms (method, baselines,
+negative controls) under one :class:`Budget` and returns a :class:`RunResult` of per-arm
+metrics. :class:`Criterion` objects are plain data (``value``, ``diff`` or ``ratio`` of arm
+metrics against a threshold); :func:`judge` is the only place a :class:`Verdict` is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from iclr25._core.config import apply_overrides
+
+__all__ = [
+    "Budget",
+    "Claim",
+    "Criterion",
+    "CriterionOutcome",
+    "Judgement",
+    "PaperRef",
+    "RunResult",
+    "Series",
+    "Verdict",
+    "diff",
+    "fails",
+    "judge",
+    "ratio",
+    "value",
+]
+
+Op = Literal[">=", "<=", ">", "<"]
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b,
+}
+
+
+@dataclass(frozen=True)
+class PaperRef:
+    """Where a claim comes from.
+
+    Args:
+        title: the paper's title.
+        authors: author list as printed, e.g. "Yutong Yin, Zhaoran Wang".
+        arxiv: arXiv id, e.g. "2501.15857".
+        code: the official code repository ("owner/name"), or "" if none was released.
+        venue: publication venue.
+    """
+
+    title: str
+    authors: str
+    arxiv: str
+    code: str = ""
+    venue: str = "ICLR 2025"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One compute budget of a claim.
+
+    Args:
+        name: "smoke" (runs in the test suite, <= 30 s) or "full" (<= 5 min; verdicts count).
+        config: the claim's config dataclass at this budget.
+        seeds: how many seeds a check runs by default (seeds ``seed .. seed + seeds - 1``).
+        seconds: expected wall time of one seed on 2 CPU cores, shown by ``iclr25 list``.
+        report_only: if True, no criterion gates: the verdict is INCONCLUSIVE with the reason
+            "<name>: report-only" (used where the effect does not show at this scale).
+        thresholds: per-criterion thresholds that replace the criterion's own at this budget.
+    """
+
+    name: Literal["smoke", "full"]
+    config: Any
+    seeds: int = 1
+    seconds: float = 30.0
+    report_only: bool = False
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """A pass rule over arm metrics, as data. Build with :func:`value`, :func:`diff`, :func:`ratio`.
+
+    The statistic is ``a`` (value), ``a - b`` (diff) or ``a / b`` (ratio), where ``a`` and ``b``
+    name metrics as ``"arm.metric"``. The criterion *holds* when ``statistic op threshold`` —
+    or, for a negative control (``control=True``), when it does **not**: the broken variant
+    must miss the bar.
+
+    Args:
+        name: short identifier, unique within the claim.
+        kind: "value", "diff" or "ratio".
+        a: the metric compared, "arm.metric".
+        b: the reference metric for diff/ratio, "arm.metric".
+        op: comparison operator.
+        threshold: the bar.
+        gating: whether it decides the verdict (wall-clock is usually report-only).
+        control: True for a negative control, which must fail the bar.
+        paper: what the paper reports for this quantity (shown beside our numbers).
+    """
+
+    name: str
+    kind: Literal["value", "diff", "ratio"]
+    a: str
+    op: Op
+    threshold: float
+    b: str | None = None
+    gating: bool = True
+    control: bool = False
+    paper: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op not in _OPS:
+            raise ValueError(f"criterion {self.name}: unknown op {self.op!r}")
+        if (self.kind == "value") != (self.b is None):
+            raise ValueError(f"criterion {self.name}: kind {self.kind!r} with b={self.b!r}")
+        for ref in (self.a, self.b):
+            if ref is not None and ref.count(".") != 1:
+                raise ValueError(f"criterion {self.name}: metric {ref!r} must be 'arm.metric'")
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        """The arms this criterion reads."""
+        refs = (self.a,) if self.b is None else (self.a, self.b)
+        return tuple(r.split(".")[0] for r in refs)
+
+    def statistic(self, metrics: Mapping[str, Mapping[str, float]]) -> float:
+        """The criterion's statistic on one seed's metrics (NaN when undefined)."""
+        a = _lookup(metrics, self.a)
+        if self.kind == "value":
+            return a
+        b = _lookup(metrics, self.b or "")
+        if self.kind == "diff":
+            return a - b
+        return a / b if b != 0 else (math.inf if a > 0 else math.nan)
+
+    def holds(self, stat: float, threshold: float | None = None) -> bool:
+        """Whether the criterion holds for a statistic (NaN never meets a bar)."""
+        bar = self.threshold if threshold is None else threshold
+        meets = not math.isnan(stat) and _OPS[self.op](stat, bar)
+        return not meets if self.control else meets
+
+    def describe(self, threshold: float | None = None) -> str:
+        """Human-readable rule, e.g. ``diff(method.acc, baseline.acc) >= 0.02``."""
+        bar = self.threshold if threshold is None else threshold
+        expr = self.a if self.kind == "value" else f"{self.kind}({self.a}, {self.b})"
+        rule = f"{expr} {self.op} {bar:g}"
+        return f"fails: {rule}" if self.control else rule
+
+
+def _lookup(metrics: Mapping[str, Mapping[str, float]], ref: str) -> float:
+    arm, metric = ref.split(".")
+    if arm not in metrics or metric not in metrics[arm]:
+        raise KeyError(f"metric {ref!r} missing from the run's results")
+    return float(metrics[arm][metric])
+
+
+def value(a: str, op: Op, threshold: float, *, name: str = "", **kw: Any) -> Criterion:
+    """``a op threshold``, e.g. ``value("method.coverage", ">=", 0.67)``."""
+    return Criterion(name=name or a, kind="value", a=a, op=op, threshold=threshold, **kw)
+
+
+def diff(a: str, b: str, op: Op, threshold: float, *, name: str = "", **kw: Any) -> Criterion:
+    """``a - b op threshold``, e.g. ``diff("method.acc", "baseline.acc", ">=", 0.02)``."""
+    return Criterion(name=name or f"{a}-{b}", kind="diff", a=a, b=b, op=op, threshold=threshold, **kw)
+
+
+def ratio(a: str, b: str, op: Op, threshold: float, *, name: str = "", **kw: Any) -> Criterion:
+    """``a / b op threshold``, e.g. ``ratio("method.time", "baseline.time", "<=", 0.5)``."""
+    return Criterion(name=name or f"{a}/{b}", kind="ratio", a=a, b=b, op=op, threshold=threshold, **kw)
+
+
+def fails(criterion: Criterion) -> Criterion:
+    """Turn a bar into a negative control: it holds only when the bar is *missed*."""
+    return dataclasses.replace(criterion, control=True)
+
+
+@dataclass
+class Series:
+    """Data for one figure: lines of y over a shared x.
+
+    Args:
+        title: figure title.
+        xlabel: x-axis label.
+        ylabel: y-axis label.
+        x: x values shared by every line.
+        lines: label -> y values (same length as ``x``).
+        kind: "line", "scatter" or "bar".
+    """
+
+    title: str
+    xlabel: str
+    ylabel: str
+    x: list[float]
+    lines: dict[str, list[float]]
+    kind: Literal["line", "scatter", "bar"] = "line"
+
+    def __post_init__(self) -> None:
+        for label, ys in self.lines.items():
+            if len(ys) != len(self.x):
+                raise ValueError(
+                    f"series {self.title!r}: line {label!r} has {len(ys)} points, x has {len(self.x)}"
+                )
+
+
+@dataclass
+class RunResult:
+    """What one seed of a claim returns.
+
+    Args:
+        metrics: arm -> metric -> value (floats).
+        series: figure name -> :class:`Series` (figures of the report).
+        notes: free-form remarks recorded in the report.
+    """
+
+    metrics: dict[str, dict[str, float]]
+    series: dict[str, Series] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for arm, ms in self.metrics.items():
+            for name, v in ms.items():
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    raise TypeError(f"metric {arm}.{name} must be a float, got {type(v).__name__}")
+                ms[name] = float(v)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's headline claim and how to re-measure it.
+
+    Args:
+        name: the method's registry name, e.g. "ftct".
+        paper: the citation.
+        statement: the claim, quoted or closely paraphrased.
+        arms: arm name -> what it is (method, baselines, negative controls).
+        criteria: the pass rules; at least one is a negative control.
+        budgets: "smoke" and "full" budgets.
+        run_fn: ``run_fn(config, *, seed, device) -> RunResult``.
+        headline: name of the criterion shown in the report's summary table.
+        deviations: where the check departs from the paper's setting, one line each.
+    """
+
+    name: str
+    paper: PaperRef
+    statement: str
+    arms: Mapping[str, str]
+    criteria: Sequence[Criterion]
+    budgets: Mapping[str, Budget]
+    run_fn: Callable[..., RunResult]
+    headline: str
+    deviations: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.criteria]
+        if len(set(names)) != len(names):
+            raise ValueError(f"claim {self.name}: duplicate criterion names")
+        if self.headline not in names:
+            raise ValueError(f"claim {self.name}: headline {self.headline!r} is not a criterion")
+        for c in self.criteria:
+            unknown = set(c.arms) - set(self.arms)
+            if unknown:
+                raise ValueError(f"claim {self.name}: criterion {c.name} reads unknown arms {unknown}")
+        for key, budget in self.budgets.items():
+            if key != budget.name:
+                raise ValueError(f"claim {self.name}: budget key {key!r} != name {budget.name!r}")
+            bad = set(budget.thresholds) - set(names)
+            if bad:
+                raise ValueError(f"claim {self.name}: budget {key} sets thresholds of {bad}")
+
+    def config(self, budget: str, overrides: Mapping[str, str] | None = None) -> Any:
+        """The effective config at a budget, with ``--set`` overrides applied and type-checked."""
+        if budget not in self.budgets:
+            raise ValueError(f"claim {self.name} has no budget {budget!r} (has {sorted(self.budgets)})")
+        return apply_overrides(self.budgets[budget].config, overrides or {})
+
+    def run(
+        self,
+        budget: str,
+        seed: int,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        device: str = "cpu",
+    ) -> RunResult:
+        """Run one seed of the check at a budget and return its metrics."""
+        result = self.run_fn(self.config(budget, overrides), seed=seed, device=device)
+        if not isinstance(result, RunResult):
+            raise TypeError(f"claim {self.name}: run_fn returned {type(result).__name__}, not RunResult")
+        return result
+
+
+class Verdict(enum.StrEnum):
+    """The outcome of a claim check."""
+
+    SUPPORTED = "SUPPORTED"
+    NOT_SUPPORTED = "NOT_SUPPORTED"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    ERROR = "ERROR"
+
+
+@dataclass
+class CriterionOutcome:
+    """One criterion judged over seeds."""
+
+    name: str
+    rule: str
+    gating: bool
+    control: bool
+    threshold: float
+    per_seed: list[float]
+    median: float
+    held: int
+    needed: int
+    passed: bool
+    paper: str = ""
+
+    @property
+    def state(self) -> Literal["pass", "fail", "mixed"]:
+        """pass: held in enough seeds; fail: failed in enough seeds; mixed: neither."""
+        if self.passed:
+            return "pass"
+        return "fail" if len(self.per_seed) - self.held >= self.needed else "mixed"
+
+
+@dataclass
+class Judgement:
+    """A verdict with its one-line reason and the per-criterion outcomes."""
+
+    verdict: Verdict
+    reason: str
+    outcomes: list[CriterionOutcome]
+
+
+def judge(
+    claim: Claim,
+    budget: str,
+    results: Sequence[RunResult | None],
+    errors: Sequence[str | None] = (),
+) -> Judgement:
+    """Judge a claim from its per-seed results. The one place verdicts are made.
+
+    Each criterion's statistic is computed per seed; it passes when it holds in at least
+    ``ceil(2n/3)`` of ``n`` seeds (its median is reported). All gating criteria pass ->
+    SUPPORTED; any clearly fails (fails in ``ceil(2n/3)`` seeds) -> NOT_SUPPORTED; otherwise
+    INCONCLUSIVE. Any seed that raised -> ERROR. A report-only budget -> INCONCLUSIVE.
+
+    Args:
+        claim: the claim.
+        budget: the budget name the results were run at.
+        results: one RunResult per seed (None where that seed raised).
+        errors: one error string per seed (None where it succeeded).
+
+    Returns:
+        The :class:`Judgement`.
+    """
+    errs = [e for e in errors if e]
+    if errs or not results or any(r is None for r in results):
+        first = errs[0].strip().splitlines()[-1] if errs else "no results"
+        return Judgement(Verdict.ERROR, f"{len(errs)} seed(s) raised: {first}", [])
+    spec = claim.budgets[budget]
+    n = len(results)
+    needed = math.ceil(2 * n / 3)
+    outcomes: list[CriterionOutcome] = []
+    try:
+        for c in claim.criteria:
+            bar = spec.thresholds.get(c.name, c.threshold)
+            stats = [c.statistic(r.metrics) for r in results if r is not None]
+            held = sum(c.holds(s, bar) for s in stats)
+            finite = [s for s in stats if not math.isnan(s)]
+            med = statistics.median(finite) if finite else math.nan
+            outcomes.append(
+                CriterionOutcome(
+                    name=c.name,
+                    rule=c.describe(bar),
+                    gating=c.gating and not spec.report_only,
+                    control=c.control,
+                    threshold=bar,
+                    per_seed=stats,
+                    median=med,
+                    held=held,
+                    needed=needed,
+                    passed=held >= needed,
+                    paper=c.paper,
+                )
+            )
+    except KeyError as err:
+        return Judgement(Verdict.ERROR, str(err.args[0]), outcomes)
+    if spec.report_only:
+        return Judgement(Verdict.INCONCLUSIVE, f"{budget}: report-only", outcomes)
+    gating = [o for o in outcomes if o.gating]
+    failed = [o for o in gating if o.state == "fail"]
+    mixed = [o for o in gating if o.state == "mixed"]
+    if failed:
+        names = ", ".join(f"{o.name} (median {o.median:.3g}; {o.rule})" for o in failed)
+        return Judgement(Verdict.NOT_SUPPORTED, f"failed: {names}", outcomes)
+    if mixed:
+        names = ", ".join(f"{o.name} held in {o.held}/{n} seeds" for o in mixed)
+        return Judgement(Verdict.INCONCLUSIVE, f"mixed over seeds: {names}", outcomes)
+    return Judgement(
+        Verdict.SUPPORTED,
+        f"all {len(gating)} gating criteria held in >= {needed}/{n} seeds",
+        outcomes,
+    )

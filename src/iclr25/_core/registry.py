@@ -1,0 +1,122 @@
+"""Static table of methods: name -> where its claim lives, plus what ``iclr25 list`` shows.
+
+Nothing here imports a method: :func:`load_claim` imports ``iclr25.methods.<name>.claim``
+only when asked, so ``iclr25 list`` stays fast. A contract test checks that each entry's
+paper title and budgets agree with the claim object.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iclr25._core.claims import Claim
+
+__all__ = [
+    "REGISTRY",
+    "Entry",
+    "MissingExtraError",
+    "UnknownMethodError",
+    "get_entry",
+    "load_claim",
+    "require",
+]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered method.
+
+    Args:
+        name: registry name (the method folder's name).
+        target: "module:ATTRIBUTE" of its Claim.
+        paper: the paper's title (short form allowed).
+        claim: the headline claim in a few words.
+        extra: the pip extra the method needs ("" if only core dependencies).
+        smoke_s: expected seconds for one smoke seed.
+        full_s: expected seconds for one full seed.
+    """
+
+    name: str
+    target: str
+    paper: str
+    claim: str
+    extra: str = ""
+    smoke_s: float = 30.0
+    full_s: float = 300.0
+
+
+REGISTRY: dict[str, Entry] = {
+    e.name: e
+    for e in (
+        Entry(
+            name="ftct",
+            target="iclr25.methods.ftct.claim:CLAIM",
+            paper="Are Transformers Able to Reason by Connecting Separated Knowledge in Training Data?",
+            claim="few-shot CoT chains fragments never seen whole; zero-shot fails",
+            smoke_s=20.0,
+            full_s=300.0,
+        ),
+    )
+}
+
+
+class UnknownMethodError(KeyError):
+    """A method name that is not in the registry."""
+
+    def __str__(self) -> str:
+        return f"unknown method {self.args[0]!r}; known: {', '.join(sorted(REGISTRY))}"
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+def get_entry(name: str) -> Entry:
+    """The registry entry for ``name``, or :class:`UnknownMethodError`."""
+    if name not in REGISTRY:
+        raise UnknownMethodError(name)
+    return REGISTRY[name]
+
+
+def require(module: str, extra: str) -> object:
+    """Import an optional dependency or raise :class:`MissingExtraError` naming the extra.
+
+    Args:
+        module: the module to import, e.g. "botorch".
+        extra: the project extra that provides it, e.g. "vbll_bo".
+
+    Returns:
+        The imported module.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise MissingExtraError(
+            f"{module!r} is not installed; install the extra: pip install 'iclr25[{extra}]'"
+        ) from err
+
+
+def load_claim(name: str) -> Claim:
+    """Import and return the Claim of a registered method.
+
+    Raises:
+        UnknownMethodError: ``name`` is not registered.
+        MissingExtraError: the method's optional dependencies are not installed.
+    """
+    entry = get_entry(name)
+    module_name, attr = entry.target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except MissingExtraError:
+        raise
+    except ModuleNotFoundError as err:
+        if err.name and not err.name.startswith("iclr25"):
+            extra = entry.extra or "all"
+            raise MissingExtraError(
+                f"method {name!r} needs {err.name!r}; install the extra: pip install 'iclr25[{extra}]'"
+            ) from err
+        raise
+    return getattr(module, attr)

@@ -1,0 +1,3 @@
+"""Code that three or more methods use."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Procedurally generated data worlds shared by several methods."""
+
+__all__: list[str] = []

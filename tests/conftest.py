@@ -1,0 +1,47 @@
+"""Test setup: CPU only, offline, 2 threads, fixed seeds; the fake claim used by CLI tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _torch_threads() -> None:
+    import torch
+
+    torch.set_num_threads(2)
+
+
+@pytest.fixture
+def fake_registry(monkeypatch: pytest.MonkeyPatch):
+    """Register the fast fake claims of ``fake_claim.py`` as methods ``fake`` and ``fake_broken``."""
+    from iclr25._core import registry
+
+    table = dict(registry.REGISTRY)
+    table["fake"] = registry.Entry("fake", "fake_claim:CLAIM", "A fake paper", "fake claim", smoke_s=0.1)
+    table["fake_broken"] = registry.Entry(
+        "fake_broken", "fake_claim:BROKEN", "A fake paper", "always raises", smoke_s=0.1
+    )
+    table["fake_extra"] = registry.Entry(
+        "fake_extra", "fake_claim_needs_extra:CLAIM", "A fake paper", "needs an extra", extra="fakeextra"
+    )
+    monkeypatch.setattr(registry, "REGISTRY", table)
+    import iclr25.cli
+
+    monkeypatch.setattr(iclr25.cli, "REGISTRY", table)
+    return table

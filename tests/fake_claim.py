@@ -1,0 +1,73 @@
+"""Fast claims for harness tests: a deterministic toy, and one that raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from iclr25._core.claims import Budget, Claim, PaperRef, RunResult, Series, diff, fails
+from iclr25._core.config import param
+
+
+@dataclass(frozen=True)
+class FakeConfig:
+    n: int = param(200, doc="samples", source="deviation: test toy")
+    effect: float = param(0.3, doc="true gain of the method", source="paper: nowhere")
+    mode: str = param("a", doc="a string field", source="deviation: test toy")
+
+    def __post_init__(self) -> None:
+        if self.n < 10:
+            raise ValueError(f"n must be at least 10, got {self.n}")
+
+
+def _run(config: FakeConfig, *, seed: int, device: str) -> RunResult:
+    rng = np.random.default_rng(seed)
+    base = float(rng.normal(0.5, 0.01, config.n).mean())
+    return RunResult(
+        metrics={
+            "method": {"acc": base + config.effect},
+            "baseline": {"acc": base},
+            "control": {"acc": base + 0.01},
+        },
+        series={"curve": Series("acc vs n", "n", "acc", [1, 2, 3], {"method": [0.1, 0.2, 0.3]})},
+        notes=[f"device={device}"],
+    )
+
+
+def _raise(config: FakeConfig, *, seed: int, device: str) -> RunResult:
+    raise RuntimeError("boom")
+
+
+_PAPER = PaperRef(title="A fake paper", authors="A. Author", arxiv="0000.00000")
+_CRITERIA = (
+    diff("method.acc", "baseline.acc", ">=", 0.1, name="gain", paper="+0.3"),
+    fails(diff("control.acc", "baseline.acc", ">=", 0.1, name="control_gain")),
+)
+_BUDGETS = {
+    "smoke": Budget("smoke", FakeConfig(n=50), seconds=0.1, report_only=True),
+    "full": Budget("full", FakeConfig(), seeds=3, seconds=0.1),
+}
+_ARMS = {"method": "the method", "baseline": "the baseline", "control": "a broken variant"}
+
+CLAIM = Claim(
+    name="fake",
+    paper=_PAPER,
+    statement="The method beats the baseline.",
+    arms=_ARMS,
+    criteria=_CRITERIA,
+    budgets=_BUDGETS,
+    run_fn=_run,
+    headline="gain",
+    deviations=("a toy",),
+)
+BROKEN = Claim(
+    name="fake_broken",
+    paper=_PAPER,
+    statement="Raises.",
+    arms=_ARMS,
+    criteria=_CRITERIA,
+    budgets=_BUDGETS,
+    run_fn=_raise,
+    headline="gain",
+)

@@ -1,0 +1,101 @@
+"""The claim contract and the single judge() rule."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from fake_claim import CLAIM
+from iclr25._core.claims import Criterion, RunResult, Series, Verdict, diff, fails, judge, ratio, value
+
+
+def _res(method: float, baseline: float = 0.5, control: float = 0.51) -> RunResult:
+    return RunResult({"method": {"acc": method}, "baseline": {"acc": baseline}, "control": {"acc": control}})
+
+
+def test_statistics_value_diff_ratio() -> None:
+    m = {"a": {"x": 3.0}, "b": {"x": 2.0}}
+    assert value("a.x", ">=", 1).statistic(m) == 3.0
+    assert diff("a.x", "b.x", ">=", 0).statistic(m) == 1.0
+    assert ratio("a.x", "b.x", ">=", 0).statistic(m) == 1.5
+    assert ratio("a.x", "b.x", ">=", 0).statistic({"a": {"x": 1.0}, "b": {"x": 0.0}}) == math.inf
+    assert math.isnan(ratio("a.x", "b.x", ">=", 0).statistic({"a": {"x": 0.0}, "b": {"x": 0.0}}))
+
+
+def test_control_criterion_holds_only_when_bar_is_missed() -> None:
+    c = fails(value("control.acc", ">=", 0.3))
+    assert c.holds(0.1) and not c.holds(0.9)
+    assert c.describe() == "fails: control.acc >= 0.3"
+    assert not value("a.x", ">=", 0).holds(math.nan)
+
+
+def test_bad_criteria_raise() -> None:
+    with pytest.raises(ValueError, match=r"arm\.metric"):
+        value("acc", ">=", 1)
+    with pytest.raises(ValueError, match="op"):
+        Criterion("c", "value", "a.x", "==", 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="kind"):
+        Criterion("c", "diff", "a.x", ">=", 1)
+
+
+def test_judge_supported_when_all_seeds_hold() -> None:
+    j = judge(CLAIM, "full", [_res(0.9), _res(0.8), _res(0.85)])
+    assert j.verdict is Verdict.SUPPORTED
+    gain = j.outcomes[0]
+    assert gain.held == 3 and gain.needed == 2 and gain.median == pytest.approx(0.35)
+
+
+def test_judge_two_of_three_seeds_suffice() -> None:
+    j = judge(CLAIM, "full", [_res(0.9), _res(0.5), _res(0.85)])
+    assert j.verdict is Verdict.SUPPORTED
+
+
+def test_judge_not_supported_when_clearly_failing() -> None:
+    j = judge(CLAIM, "full", [_res(0.5), _res(0.52), _res(0.9)])
+    assert j.verdict is Verdict.NOT_SUPPORTED
+    assert "gain" in j.reason
+
+
+def test_judge_control_that_passes_makes_claim_fail() -> None:
+    j = judge(CLAIM, "full", [_res(0.9, control=0.9)] * 3)
+    assert j.verdict is Verdict.NOT_SUPPORTED and "control_gain" in j.reason
+
+
+def test_judge_mixed_is_inconclusive() -> None:
+    j = judge(CLAIM, "full", [_res(0.9), _res(0.5), _res(0.9), _res(0.5)])  # 2/4 hold, needs 3
+    assert j.verdict is Verdict.INCONCLUSIVE
+
+
+def test_judge_error_and_report_only() -> None:
+    assert judge(CLAIM, "full", [None], ["Traceback\nRuntimeError: boom"]).verdict is Verdict.ERROR
+    j = judge(CLAIM, "smoke", [_res(0.9)])
+    assert j.verdict is Verdict.INCONCLUSIVE and j.reason == "smoke: report-only"
+    assert all(not o.gating for o in j.outcomes)
+
+
+def test_judge_missing_metric_is_error() -> None:
+    j = judge(CLAIM, "full", [RunResult({"method": {"acc": 1.0}})])
+    assert j.verdict is Verdict.ERROR and "missing" in j.reason
+
+
+def test_budget_thresholds_replace_the_criterion_bar() -> None:
+    budgets = dict(CLAIM.budgets)
+    budgets["full"] = replace(budgets["full"], thresholds={"gain": 0.5})
+    claim = replace(CLAIM, budgets=budgets)
+    assert judge(claim, "full", [_res(0.9)] * 3).verdict is Verdict.NOT_SUPPORTED
+
+
+def test_claim_validation() -> None:
+    with pytest.raises(ValueError, match="headline"):
+        replace(CLAIM, headline="nope")
+    with pytest.raises(ValueError, match="unknown arms"):
+        replace(CLAIM, arms={"method": "m"})
+
+
+def test_result_types_are_checked() -> None:
+    with pytest.raises(TypeError, match="float"):
+        RunResult({"a": {"x": "1"}})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="points"):
+        Series("t", "x", "y", [1, 2], {"l": [1.0]})

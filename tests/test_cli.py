@@ -1,0 +1,131 @@
+"""The command line end to end, on fast fake claims (and `list`, `describe` on real ones)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from iclr25.cli import app
+
+runner = CliRunner()
+
+
+def _invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_list_is_fast_and_imports_no_method() -> None:
+    code = (
+        "import sys, time; t = time.perf_counter(); from iclr25.cli import app; "
+        "from typer.testing import CliRunner; r = CliRunner().invoke(app, ['list']); "
+        "assert r.exit_code == 0, r.output; assert 'ftct' in r.output; "
+        "assert not [m for m in sys.modules if m.startswith('iclr25.methods.')]; "
+        "assert 'torch' not in sys.modules; print(time.perf_counter() - t)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout.strip()) >= 0  # the timing is shown by `make check` users, not asserted
+
+
+def test_describe_shows_claim_config_and_sources(fake_registry: dict) -> None:
+    result = _invoke("describe", "fake")
+    assert result.exit_code == 0
+    for text in (
+        "The method beats the baseline.",
+        "fails: diff(control.acc, baseline.acc)",
+        "paper: nowhere",
+        "a toy",
+    ):
+        assert text in result.output
+
+
+def test_check_writes_report_and_exit_code(fake_registry: dict, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    result = _invoke("check", "fake", "--budget", "full", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "fake.json").read_text())
+    assert record["verdict"] == "SUPPORTED" and [s["seed"] for s in record["seeds"]] == [0, 1, 2]
+    assert record["config"]["n"] == 200
+    for name in ("env.json", "report.md", "report.html", "figures/fake-curve.png"):
+        assert (out / name).exists(), name
+    md = (out / "report.md").read_text()
+    assert md.index("## Summary") < md.index("## fake")
+    assert "data:image/png;base64," in (out / "report.html").read_text()
+
+
+def test_check_not_supported_exits_nonzero(fake_registry: dict, tmp_path: Path) -> None:
+    result = _invoke(
+        "check", "fake", "--set", "effect=0.0", "--seeds", "1", "--seed", "4", "--out", str(tmp_path)
+    )
+    assert result.exit_code == 1
+    record = json.loads((tmp_path / "fake.json").read_text())
+    assert record["verdict"] == "NOT_SUPPORTED" and record["overrides"] == {"effect": "0.0"}
+    assert record["seeds"][0]["seed"] == 4
+
+
+def test_error_claim_is_recorded_and_run_goes_on(fake_registry: dict, tmp_path: Path) -> None:
+    result = _invoke("check", "fake_broken", "fake", "--budget", "smoke", "--out", str(tmp_path))
+    assert result.exit_code == 1
+    broken = json.loads((tmp_path / "fake_broken.json").read_text())
+    assert broken["verdict"] == "ERROR" and "boom" in broken["seeds"][0]["error"]
+    assert json.loads((tmp_path / "fake.json").read_text())["verdict"] == "INCONCLUSIVE"
+
+
+def test_same_seed_same_numbers(fake_registry: dict, tmp_path: Path) -> None:
+    for d in ("a", "b"):
+        _invoke("check", "fake", "--budget", "smoke", "--seed", "3", "--out", str(tmp_path / d))
+    a, b = (json.loads((tmp_path / d / "fake.json").read_text())["seeds"] for d in ("a", "b"))
+    assert [s["metrics"] for s in a] == [s["metrics"] for s in b]
+
+
+def test_parallel_jobs_match_serial(fake_registry: dict, tmp_path: Path) -> None:
+    _invoke("check", "fake", "--out", str(tmp_path / "serial"))
+    _invoke("check", "fake", "--jobs", "2", "--out", str(tmp_path / "par"))
+    a, b = (json.loads((tmp_path / d / "fake.json").read_text())["seeds"] for d in ("serial", "par"))
+    assert [s["metrics"] for s in a] == [s["metrics"] for s in b]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check", "nope"], "unknown method 'nope'"),
+        (["check", "fake", "--budget", "huge"], "--budget must be smoke or full"),
+        (["check", "fake", "--set", "nope=1"], "unknown field 'nope'"),
+        (["check", "fake", "--set", "n=ten"], "expected an integer"),
+        (["check", "fake", "--set", "n"], "--set expects key=value"),
+        (["check", "fake", "--device", "tpu"], "--device must be cpu, cuda or auto"),
+        (["check"], "name at least one method"),
+        (["describe", "nope"], "unknown method"),
+        (["check", "fake_extra"], "pip install 'iclr25[fakeextra]'"),
+        (["report", "does-not-exist"], "does not exist"),
+    ],
+)
+def test_bad_input_gets_one_error_line(fake_registry: dict, args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.output
+
+
+def test_unwritable_out_is_refused(fake_registry: dict, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = runner.invoke(app, ["check", "fake", "--out", str(blocker / "sub")])
+    assert result.exit_code == 2 and "not writable" in result.output
+
+
+def test_report_rerenders_from_json(fake_registry: dict, tmp_path: Path) -> None:
+    _invoke("check", "fake", "--out", str(tmp_path))
+    (tmp_path / "report.md").unlink()
+    result = _invoke("report", str(tmp_path))
+    assert result.exit_code == 0 and (tmp_path / "report.md").exists()
+
+
+def test_console_script_runs() -> None:
+    out = subprocess.run([sys.executable, "-m", "iclr25", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "check" in out.stdout

@@ -1,0 +1,130 @@
+"""The same checks over every registered method (DESIGN.md's contract)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import math
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from iclr25._core.claims import Claim, RunResult, Verdict, judge
+from iclr25._core.config import config_rows
+from iclr25._core.registry import REGISTRY, load_claim
+
+METHODS = sorted(REGISTRY)
+HEADINGS = ("Paper", "What is implemented", "Deviations", "Usage", "Claim check", "Results")
+
+
+def _dir(name: str) -> Path:
+    return ROOT / "src" / "iclr25" / "methods" / name
+
+
+@cache
+def _smoke_twice(name: str) -> tuple[RunResult, RunResult]:
+    claim = load_claim(name)
+    return claim.run("smoke", seed=0), claim.run("smoke", seed=0)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_required_files(name: str) -> None:
+    for f in ("__init__.py", "config.py", "claim.py", "README.md"):
+        assert (_dir(name) / f).is_file(), f"methods/{name}/{f} is missing"
+    assert (ROOT / "tests" / "methods" / name).is_dir(), f"tests/methods/{name} is missing"
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_public_api_declared_and_documented(name: str) -> None:
+    package = importlib.import_module(f"iclr25.methods.{name}")
+    assert isinstance(getattr(package, "__all__", None), list | tuple), "__init__ lacks __all__"
+    for symbol in package.__all__:
+        obj = getattr(package, symbol)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"{name}.{symbol} has no docstring"
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_modules_cite_the_paper(name: str) -> None:
+    arxiv = load_claim(name).paper.arxiv
+    for path in sorted(_dir(name).glob("*.py")):
+        module = importlib.import_module(f"iclr25.methods.{name}.{path.stem}")
+        doc = inspect.getdoc(module) or ""
+        assert doc, f"{path.name} has no module docstring"
+        if path.stem not in ("__init__", "config", "claim"):
+            assert arxiv in doc or "References" in doc, f"{path.name} does not cite arXiv {arxiv}"
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_config_defaults_are_traced(name: str) -> None:
+    claim = load_claim(name)
+    for budget in claim.budgets.values():
+        assert dataclasses.is_dataclass(budget.config)
+        assert type(budget.config).__dataclass_params__.frozen, "configs must be frozen"
+        for key, _, doc, source in config_rows(budget.config):
+            assert doc, f"{key} has no doc line"
+            assert re.match(r"(paper|deviation): \S", source), (
+                f"{key} source {source!r} is not paper:/deviation:"
+            )
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_registry_entry_matches_claim(name: str) -> None:
+    claim, entry = load_claim(name), REGISTRY[name]
+    assert isinstance(claim, Claim) and claim.name == name
+    assert entry.paper.rstrip("?.") in claim.paper.title or claim.paper.title.startswith(
+        entry.paper.rstrip("…")
+    )
+    assert set(claim.budgets) == {"smoke", "full"}
+    assert claim.budgets["smoke"].seconds <= 30 and claim.budgets["full"].seconds <= 300
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_every_claim_has_a_gating_negative_control(name: str) -> None:
+    claim = load_claim(name)
+    assert any(c.control and c.gating for c in claim.criteria), "no gating negative-control criterion"
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_readme_headings_and_markers(name: str) -> None:
+    text = (_dir(name) / "README.md").read_text()
+    found = re.findall(r"^## +(.+?)\s*$", text, flags=re.M)
+    assert [h for h in found if h in HEADINGS] == list(HEADINGS), f"headings {found}"
+    assert "<!-- results:start -->" in text and "<!-- results:end -->" in text
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_readme_usage_snippet_runs(name: str, tmp_path: Path) -> None:
+    text = (_dir(name) / "README.md").read_text()
+    usage = text.split("## Usage", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", usage, flags=re.S)
+    assert blocks, "the Usage section has no ```python block"
+    out = subprocess.run(
+        [sys.executable, "-c", blocks[0]], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_smoke_claim_runs_finite_and_covers_every_arm(name: str) -> None:
+    claim = load_claim(name)
+    result, _ = _smoke_twice(name)
+    assert set(result.metrics) == set(claim.arms), "every arm reports metrics"
+    for arm, metrics in result.metrics.items():
+        for metric, v in metrics.items():
+            assert math.isfinite(v), f"{arm}.{metric} = {v}"
+    judgement = judge(claim, "smoke", [result])
+    assert judgement.verdict is not Verdict.ERROR, judgement.reason
+    assert len(judgement.outcomes) == len(claim.criteria)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_smoke_claim_is_deterministic(name: str) -> None:
+    a, b = _smoke_twice(name)
+    assert a.metrics == b.metrics
