@@ -37,6 +37,9 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch):
     table["fake_broken"] = registry.Entry(
         "fake_broken", "fake_claim:BROKEN", "A fake paper", "always raises", smoke_s=0.1
     )
+    table["fake_interrupt"] = registry.Entry(
+        "fake_interrupt", "fake_claim:INTERRUPTED", "A fake paper", "Ctrl-C", smoke_s=0.1
+    )
     table["fake_extra"] = registry.Entry(
         "fake_extra", "fake_claim_needs_extra:CLAIM", "A fake paper", "needs an extra", extra="fakeextra"
     )

@@ -71,3 +71,19 @@ BROKEN = Claim(
     run_fn=_raise,
     headline="gain",
 )
+
+
+def _interrupt(config: FakeConfig, *, seed: int, device: str) -> RunResult:
+    raise KeyboardInterrupt
+
+
+INTERRUPTED = Claim(
+    name="fake_interrupt",
+    paper=_PAPER,
+    statement="Stands for a user pressing Ctrl-C.",
+    arms=_ARMS,
+    criteria=_CRITERIA,
+    budgets=_BUDGETS,
+    run_fn=_interrupt,
+    headline="gain",
+)

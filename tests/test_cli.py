@@ -75,6 +75,14 @@ def test_error_claim_is_recorded_and_run_goes_on(fake_registry: dict, tmp_path: 
     assert json.loads((tmp_path / "fake.json").read_text())["verdict"] == "INCONCLUSIVE"
 
 
+def test_ctrl_c_keeps_finished_claims(fake_registry: dict, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", "fake", "fake_interrupt", "--out", str(tmp_path)])
+    assert result.exit_code == 130
+    assert json.loads((tmp_path / "fake.json").read_text())["verdict"] == "SUPPORTED"
+    assert not (tmp_path / "fake_interrupt.json").exists()
+    assert "fake" in (tmp_path / "report.md").read_text()
+
+
 def test_same_seed_same_numbers(fake_registry: dict, tmp_path: Path) -> None:
     for d in ("a", "b"):
         _invoke("check", "fake", "--budget", "smoke", "--seed", "3", "--out", str(tmp_path / d))
