@@ -27,6 +27,24 @@ def _torch_threads() -> None:
     torch.set_num_threads(2)
 
 
+_SMOKE: dict[str, tuple] = {}
+
+
+@pytest.fixture(scope="session")
+def smoke_runs():
+    """``smoke_runs(name) -> (run_a, run_b)``: a method's smoke claim run twice at seed 0, cached
+    for the whole session so the contract suite and the method's own tests share one pair."""
+    from iclr25._core.registry import load_claim
+
+    def get(name: str) -> tuple:
+        if name not in _SMOKE:
+            claim = load_claim(name)
+            _SMOKE[name] = (claim.run("smoke", seed=0), claim.run("smoke", seed=0))
+        return _SMOKE[name]
+
+    return get
+
+
 @pytest.fixture
 def fake_registry(monkeypatch: pytest.MonkeyPatch):
     """Register the fast fake claims of ``fake_claim.py`` as methods ``fake`` and ``fake_broken``."""

@@ -29,6 +29,7 @@ def test_control_criterion_holds_only_when_bar_is_missed() -> None:
     assert c.holds(0.1) and not c.holds(0.9)
     assert c.describe() == "fails: control.acc >= 0.3"
     assert not value("a.x", ">=", 0).holds(math.nan)
+    assert not c.holds(math.nan)
 
 
 def test_bad_criteria_raise() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import ROOT
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_iclr25_loads_no_method_and_no_torch() -> None:

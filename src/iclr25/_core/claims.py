@@ -142,9 +142,15 @@ class Criterion:
         return a / b if b != 0 else (math.inf if a > 0 else math.nan)
 
     def holds(self, stat: float, threshold: float | None = None) -> bool:
-        """Whether the criterion holds for a statistic (NaN never meets a bar)."""
+        """Whether the criterion holds for a statistic.
+
+        An undefined (NaN) statistic never holds, for a negative control neither: a control that
+        could not be measured is no evidence.
+        """
+        if math.isnan(stat):
+            return False
         bar = self.threshold if threshold is None else threshold
-        meets = not math.isnan(stat) and _OPS[self.op](stat, bar)
+        meets = _OPS[self.op](stat, bar)
         return not meets if self.control else meets
 
     def describe(self, threshold: float | None = None) -> str:
@@ -210,12 +216,17 @@ class Series:
                 )
 
 
+#: Metrics whose names end with this suffix are wall-clock seconds: reported, never gating, and
+#: exempt from the same-seed-same-numbers rule that every other metric obeys.
+WALL_CLOCK_SUFFIX = "_s"
+
+
 @dataclass
 class RunResult:
     """What one seed of a claim returns.
 
     Args:
-        metrics: arm -> metric -> value (floats).
+        metrics: arm -> metric -> value (floats). Name wall-clock metrics ``*_s``.
         series: figure name -> :class:`Series` (figures of the report).
         notes: free-form remarks recorded in the report.
     """
@@ -230,6 +241,13 @@ class RunResult:
                 if not isinstance(v, (int, float)) or isinstance(v, bool):
                     raise TypeError(f"metric {arm}.{name} must be a float, got {type(v).__name__}")
                 ms[name] = float(v)
+
+    def deterministic_metrics(self) -> dict[str, dict[str, float]]:
+        """The metrics without wall-clock ones: identical for the same seed."""
+        return {
+            arm: {k: v for k, v in ms.items() if not k.endswith(WALL_CLOCK_SUFFIX)}
+            for arm, ms in self.metrics.items()
+        }
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,36 @@ REGISTRY: dict[str, Entry] = {
             smoke_s=20.0,
             full_s=300.0,
         ),
+        Entry(
+            name="coreset_sc",
+            target="iclr25.methods.coreset_sc.claim:CLAIM",
+            paper="Coreset Spectral Clustering",
+            claim="spectral clustering on a coreset escapes kernel k-means' local optima; cheap seeding",
+            extra="coreset_sc",
+            smoke_s=15.0,
+            full_s=60.0,
+        ),
+        Entry(
+            name="scope_gen",
+            target="iclr25.methods.scope_gen.claim:CLAIM",
+            paper=(
+                "Conformal Generative Modeling with Improved Sample Efficiency "
+                "through Sequential Greedy Filtering"
+            ),
+            claim="valid sets with at most half CLM's admissibility checks, and smaller sets",
+            extra="scope_gen",
+            smoke_s=15.0,
+            full_s=150.0,
+        ),
+        Entry(
+            name="pal",
+            target="iclr25.methods.pal.claim:CLAIM",
+            paper="PAL: Sample-Efficient Personalized Reward Modeling for Pluralistic Alignment",
+            claim="mixture-of-prototype rewards beat a homogeneous one; new users fit from few comparisons",
+            extra="pal",
+            smoke_s=20.0,
+            full_s=90.0,
+        ),
     )
 }
 

@@ -271,8 +271,9 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path]]) -> list[_B
         rows = [["arm", "what", "metric", "median over seeds"]]
         for arm in arms:
             metrics = sorted({m for s in r["seeds"] if s["metrics"] for m in s["metrics"].get(arm, {})})
-            for m in metrics:
-                rows.append([arm, r["arms"].get(arm, ""), m, _fmt(_median_metric(r, f"{arm}.{m}"))])
+            for i, m in enumerate(metrics):
+                what = r["arms"].get(arm, "") if i == 0 else ""
+                rows.append([arm if i == 0 else "", what, m, _fmt(_median_metric(r, f"{arm}.{m}"))])
         blocks += [_Block("h3", "Metrics"), _Block("table", rows=rows)]
     if r["deviations"]:
         blocks += [_Block("h3", "Deviations"), _Block("list", rows=[[d] for d in r["deviations"]])]

@@ -1,0 +1,282 @@
+"""``CoresetSpectralClustering``: the scikit-learn estimator of coreset spectral clustering.
+
+Paper: *Coreset Spectral Clustering*, Ben Jourdan, Gregory Schwartzman, Peter Macgregor, He Sun.
+ICLR 2025, arXiv 2503.07227. Implements the full algorithm of Sec. 4: sparse D² seeding in the kernel
+space (with the reference seed x*), sensitivity sampling with merged duplicates, the reweighted coreset
+graph ``W_C K[C,C] W_C``, fast spectral clustering of that graph (Macgregor 2023), and the labelling of
+every vertex by its nearest kernel-space coreset centre with the default-cluster rule.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.neighbors import kneighbors_graph
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from iclr25.methods.coreset_sc.graphs import from_networkx
+from iclr25.methods.coreset_sc.kernel import check_adjacency, conductances, degrees, self_affinities
+from iclr25.methods.coreset_sc.labelling import label_full_graph
+from iclr25.methods.coreset_sc.sampling import SeedingResult, _sparse_seeding, coreset_graph, sample_coreset
+from iclr25.methods.coreset_sc.spectral import fast_spectral_clustering
+
+__all__ = ["CoresetSpectralClustering"]
+
+_SAMPLINGS = ("smoothed", "sensitivity", "uniform", "degree")
+_NUMBA_MIN_N = 200_000
+
+
+def _is_networkx(X: Any) -> bool:
+    return type(X).__module__.startswith("networkx")
+
+
+def _numba_available() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class _Coreset:
+    seeding: SeedingResult | None
+    indices: np.ndarray
+    weights: np.ndarray
+    graph: sp.csr_array
+
+
+class _CoresetMixin:
+    """Input handling and coreset construction shared by the estimator and the kernel k-means baseline."""
+
+    def _graph_from_input(self, X: Any) -> sp.csr_array:
+        affinity = getattr(self, "affinity", "precomputed")
+        if affinity == "nearest_neighbors":
+            X = validate_data(
+                self, X, accept_sparse=["csr", "csc", "coo"], dtype=np.float64, ensure_min_samples=2
+            )
+            n_neighbors = self.n_neighbors
+            if not isinstance(n_neighbors, numbers.Integral) or n_neighbors < 1:
+                raise ValueError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")
+            # As sklearn's SpectralClustering: symmetrised kNN connectivity with self included.
+            C = kneighbors_graph(X, n_neighbors=min(int(n_neighbors), X.shape[0] - 1) or 1, include_self=True)
+            A = check_adjacency(0.5 * (C + C.T), self_loops="require")
+        elif affinity == "precomputed":
+            if _is_networkx(X):
+                A = from_networkx(X)
+            else:
+                if not sp.issparse(X):
+                    X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
+                elif X.ndim == 2:
+                    self.n_features_in_ = X.shape[1]
+                A = X
+            A = check_adjacency(A, self_loops=self.self_loops)
+            self.n_features_in_ = A.shape[0]
+        else:
+            raise ValueError(f"affinity must be 'precomputed' or 'nearest_neighbors', got {affinity!r}")
+        return A
+
+    def _check_common(self, n: int) -> tuple[int, int, int | None]:
+        k = self.n_clusters
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"n_clusters must be a positive integer, got {k!r}")
+        if k > n:
+            raise ValueError(f"n_clusters={k} exceeds the number of vertices n={n}")
+        ratio = self.coreset_ratio
+        if not isinstance(ratio, numbers.Real) or not 0.0 < float(ratio) <= 1.0:
+            raise ValueError(f"coreset_ratio must be in (0, 1], got {ratio!r}")
+        if self.coreset_size is not None and (
+            not isinstance(self.coreset_size, numbers.Integral) or self.coreset_size < 1
+        ):
+            raise ValueError(f"coreset_size must be a positive integer or None, got {self.coreset_size!r}")
+        if not isinstance(self.oversampling, numbers.Real) or self.oversampling <= 0:
+            raise ValueError(f"oversampling must be positive, got {self.oversampling!r}")
+        if not isinstance(self.shift, numbers.Real) or not math.isfinite(self.shift) or self.shift < 0:
+            raise ValueError(f"shift must be a finite non-negative number, got {self.shift!r}")
+        if self.sampling not in _SAMPLINGS:
+            raise ValueError(f"sampling must be one of {_SAMPLINGS}, got {self.sampling!r}")
+        k_prime = max(1, math.floor(k * self.oversampling))
+        if k_prime > n:
+            raise ValueError(
+                f"k' = floor(n_clusters * oversampling) = {k_prime} exceeds n={n}; "
+                "lower oversampling or n_clusters"
+            )
+        m = self.coreset_size if self.coreset_size is not None else math.floor(float(ratio) * n)
+        return int(k), k_prime, (None if (float(ratio) == 1.0 and self.coreset_size is None) else int(m))
+
+    def _build_coreset(
+        self,
+        A: sp.csr_array,
+        d: np.ndarray,
+        s: np.ndarray,
+        k: int,
+        k_prime: int,
+        m: int,
+        rng: np.random.RandomState,
+    ) -> _Coreset:
+        backend = getattr(self, "backend", "auto")
+        # "auto" compiles only where the loop dominates (compilation costs about a second).
+        if backend == "numba" or (backend == "auto" and A.shape[0] >= _NUMBA_MIN_N and _numba_available()):
+            from iclr25.methods.coreset_sc._numba import numba_sparse_seeding
+
+            seeding = numba_sparse_seeding(A, d, s, k_prime, rng)
+        elif backend in ("numpy", "auto"):
+            seeding = _sparse_seeding(A, d, s, k_prime, rng)
+        else:
+            raise ValueError(f"backend must be 'auto', 'numpy' or 'numba', got {backend!r}")
+        idx, w = sample_coreset(d, seeding, m, sampling=self.sampling, random_state=rng)
+        if idx.size < k:
+            raise ValueError(
+                f"the coreset has {idx.size} distinct vertices, fewer than n_clusters={k}; "
+                "increase coreset_ratio or coreset_size"
+            )
+        return _Coreset(seeding, idx, w, coreset_graph(A, idx, w, shift=float(self.shift), degrees_=d))
+
+    def _store(self, A: sp.csr_array, d: np.ndarray, core: _Coreset, coreset_labels: np.ndarray) -> None:
+        self.affinity_matrix_ = A
+        self.degrees_ = d
+        self.coreset_indices_ = core.indices
+        self.coreset_weights_ = core.weights
+        self.coreset_graph_ = core.graph
+        self.coreset_labels_ = np.asarray(coreset_labels, dtype=np.int64)
+        self.seeds_ = core.seeding.seeds if core.seeding is not None else np.empty(0, dtype=np.int64)
+        self.n_kernel_evals_ = core.seeding.n_evals if core.seeding is not None else 0
+
+    def compute_conductances(self) -> np.ndarray:
+        """Conductance ``1 − w(S_j,S_j)/vol(S_j)`` of each found cluster on the fitted graph.
+
+        Returns:
+            float64 array, one entry per distinct label of ``labels_``.
+        """
+        check_is_fitted(self, "labels_")
+        return conductances(self.affinity_matrix_, self.labels_)
+
+
+class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
+    """Coreset spectral clustering (CSC) of a graph, or of features through a kNN graph.
+
+    Normalised-cut clustering of a large sparse graph by spectral clustering of a small weighted coreset
+    graph, then labelling every vertex through kernel-space centres.
+
+    Args:
+        n_clusters: k.
+        coreset_ratio: m/n, the number of coreset draws as a fraction of n, in (0, 1]. ``1.0`` (with
+            ``coreset_size=None``) runs fast spectral clustering on the whole graph.
+        coreset_size: m, overrides ``coreset_ratio`` when given.
+        oversampling: k'/k, the number of D² seeds per cluster.
+        shift: σ in ``K = D⁻¹AD⁻¹ + σD⁻¹`` (σ = 1 makes K PSD).
+        sampling: coreset distribution: ``"smoothed"``, ``"sensitivity"``, ``"uniform"`` or ``"degree"``.
+        spectral_backend: ``"power"`` (fast SC, O(log k) vectors) or ``"eigsh"`` (top-k eigenvectors).
+        kmeans: k-means estimator to clone for the embedding (default ``KMeans(n_clusters, n_init=10)``).
+        self_loops: ``"require"`` (raise when a diagonal entry is ≤ 0) or ``"add"`` (set a unit diagonal).
+        affinity: ``"precomputed"`` (X is an adjacency or networkx graph) or ``"nearest_neighbors"``.
+        n_neighbors: k of the kNN graph for ``affinity="nearest_neighbors"``.
+        backend: seeding loops: ``"auto"`` (numba when installed and n ≥ 2·10⁵), ``"numpy"`` or ``"numba"``;
+            identical output.
+        random_state: seeds every random step (seeding, sampling, Gaussian vectors, k-means).
+
+    Attributes:
+        labels_: cluster of every vertex, shape (n,).
+        coreset_indices_: coreset vertices, shape (|C|,).
+        coreset_weights_: their merged weights, shape (|C|,).
+        coreset_labels_: their clusters, shape (|C|,).
+        coreset_graph_: ``W_C K[C,C] W_C``, shape (|C|, |C|).
+        seeds_: D² seeds, ``x*`` first, shape (k'+1,).
+        closest_cluster_distance_: squared kernel distance to the assigned centre, shape (n,).
+        degrees_: vertex degrees, shape (n,).
+        n_kernel_evals_: kernel-distance evaluations during seeding.
+        affinity_matrix_: the validated adjacency.
+
+    References:
+        Jourdan, Schwartzman, Macgregor, Sun. Coreset Spectral Clustering. ICLR 2025 (arXiv 2503.07227).
+
+    Example:
+        >>> from iclr25.methods.coreset_sc import CoresetSpectralClustering, sbm
+        >>> A, y = sbm(50, 4, 0.5, 0.005, random_state=0)
+        >>> csc = CoresetSpectralClustering(4, coreset_ratio=0.5, random_state=0).fit(A)
+        >>> csc.labels_.shape
+        (200,)
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 8,
+        *,
+        coreset_ratio: float = 0.01,
+        coreset_size: int | None = None,
+        oversampling: float = 2.0,
+        shift: float = 0.0,
+        sampling: str = "smoothed",
+        spectral_backend: str = "power",
+        kmeans: Any = None,
+        self_loops: str = "require",
+        affinity: str = "precomputed",
+        n_neighbors: int = 10,
+        backend: str = "auto",
+        random_state: Any = None,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.coreset_ratio = coreset_ratio
+        self.coreset_size = coreset_size
+        self.oversampling = oversampling
+        self.shift = shift
+        self.sampling = sampling
+        self.spectral_backend = spectral_backend
+        self.kmeans = kmeans
+        self.self_loops = self_loops
+        self.affinity = affinity
+        self.n_neighbors = n_neighbors
+        self.backend = backend
+        self.random_state = random_state
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.affinity == "precomputed"
+        tags.input_tags.sparse = True
+        return tags
+
+    def fit(self, X: Any, y: Any = None) -> CoresetSpectralClustering:
+        """Cluster the graph (or the kNN graph of the features).
+
+        Args:
+            X: adjacency (scipy sparse or dense, shape (n, n)) or networkx graph; features (n, p) when
+                ``affinity="nearest_neighbors"``.
+            y: ignored.
+
+        Returns:
+            self.
+        """
+        if self.spectral_backend not in ("power", "eigsh"):
+            raise ValueError(f"spectral_backend must be 'power' or 'eigsh', got {self.spectral_backend!r}")
+        A = self._graph_from_input(X)
+        n = A.shape[0]
+        k, k_prime, m = self._check_common(n)
+        rng = check_random_state(self.random_state)
+        d = degrees(A)
+        s = self_affinities(A, d, float(self.shift))
+        if m is None:
+            # coreset_ratio = 1: every vertex with weight d_v, so W K W = A + σD: fast SC of the graph.
+            idx = np.arange(n)
+            graph = sp.csr_array(A + sp.dia_array(((float(self.shift) * d)[None, :], [0]), shape=A.shape))
+            core = _Coreset(None, idx, d.copy(), graph)
+        else:
+            core = self._build_coreset(A, d, s, k, k_prime, m, rng)
+        coreset_labels = fast_spectral_clustering(
+            core.graph, k, kmeans=self.kmeans, backend=self.spectral_backend, random_state=rng
+        )
+        self._store(A, d, core, coreset_labels)
+        labels, dist = label_full_graph(
+            A, core.indices, core.weights, self.coreset_labels_, k, shift=float(self.shift), A_C=core.graph
+        )
+        if m is None:
+            labels = self.coreset_labels_.copy()
+        self.labels_ = labels
+        self.closest_cluster_distance_ = dist
+        return self

@@ -1,0 +1,114 @@
+"""The CLM baseline: risk grid, Pareto front, fixed-sequence testing and p-values."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from iclr25.methods.scope_gen import (
+    CLM,
+    QASimulator,
+    binomial_pvalue,
+    clm_grids,
+    clm_losses,
+    clm_risk_grid,
+    evaluate,
+    fixed_sequence_test,
+    pareto_front,
+)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.4])
+def test_risk_grid_multiplies_out(alpha):
+    pairs = clm_risk_grid(alpha)
+    assert len(pairs) == 10
+    for eps, delta in pairs:
+        assert abs((1 - eps) * (1 - delta) - (1 - alpha)) < 1e-12
+        assert alpha / 15 - 1e-12 <= delta <= alpha / 5 + 1e-12 and 0 < eps < alpha
+
+
+def _brute_front(risk, cost):
+    keep = []
+    for g in range(risk.size):
+        dominated = any(
+            (risk[h] <= risk[g] and cost[h] <= cost[g] and (risk[h] < risk[g] or cost[h] < cost[g]))
+            or (risk[h] == risk[g] and cost[h] == cost[g] and h < g)
+            for h in range(risk.size)
+        )
+        if not dominated:
+            keep.append(g)
+    return sorted(keep, key=lambda g: (risk[g], cost[g]))
+
+
+def test_pareto_front_matches_brute_force_on_3x3x3_grid():
+    arr = QASimulator(n_prompts=120, seed=2).to_arrays(8, np.random.default_rng(2))
+    ls = np.array([0.1, 0.5, np.inf])
+    lq = np.array([-np.inf, 0.05, 0.2])
+    lt = np.array([1.0, 3.0, np.inf])
+    miss, cost = clm_losses(arr.qualities, arr.similarities, arr.labels, (ls, lq, lt))
+    assert miss.shape == (27, 120)
+    risk, c = miss.mean(axis=1).astype(float), cost.mean(axis=1).astype(float)
+    assert pareto_front(risk, c).tolist() == _brute_front(risk, c)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        r, cc = rng.integers(0, 4, 27) / 4, rng.integers(0, 4, 27).astype(float)
+        assert pareto_front(r, cc).tolist() == _brute_front(r, cc)
+
+
+def test_losses_match_direct_simulation():
+    arr = QASimulator(n_prompts=40, seed=3).to_arrays(6, np.random.default_rng(3))
+    grids = (np.array([0.2, np.inf]), np.array([-np.inf, 0.1]), np.array([2.0, np.inf]))
+    miss, cost = clm_losses(arr.qualities, arr.similarities, arr.labels, grids)
+    for g, (ls, lq, lt) in enumerate(itertools.product(*grids)):
+        for i in range(40):
+            kept, drawn = [], 0
+            for j in range(6):
+                drawn += 1
+                if arr.qualities[i, j] >= lq and all(arr.similarities[i, j, k] <= ls for k in kept):
+                    kept.append(j)
+                if len(kept) >= lt:
+                    break
+            assert miss[g, i] == (not any(arr.labels[i, kept]))
+            assert cost[g, i] == drawn + len(kept)
+
+
+def test_fixed_sequence_stops_at_first_failure():
+    assert fixed_sequence_test([0.01, 0.04, 0.06, 0.001], 0.05) == 2
+    assert fixed_sequence_test([0.2, 0.01], 0.05) == 0
+    assert fixed_sequence_test([], 0.05) == 0
+
+
+def test_pvalues_match_scipy():
+    for misses, n, eps in [(0, 10, 0.1), (7, 50, 0.2), (30, 300, 0.15)]:
+        assert binomial_pvalue(misses, n, eps) == pytest.approx(binom.cdf(misses, n, eps), rel=1e-12)
+    # By hand: P(Bin(4, 0.5) <= 1) = 5/16.
+    assert binomial_pvalue(1, 4, 0.5) == pytest.approx(5 / 16)
+
+
+def test_clm_end_to_end_and_certify():
+    arr = QASimulator(n_prompts=700, seed=4).to_arrays(20, np.random.default_rng(4))
+    oracle = arr.oracle(np.arange(500))
+    clm = CLM(epsilon=0.25, delta=0.05, n_lambdas=8, random_state=0)
+    clm.calibrate_arrays(arr.qualities[:500], arr.similarities[:500], oracle)
+    assert oracle.calls == 500 * 20 and oracle.unique_calls < oracle.calls  # eager, memoised
+    assert clm.config_ is not None and clm.n_accepted_ >= 1
+    ev = evaluate(clm, arr.qualities[500:], arr.similarities[500:], arr.labels[500:])
+    assert ev["coverage"] >= 0.6 and ev["abstention"] == 0.0
+    # A table over a pool with rows= gives the same selection as the direct path.
+    grids = clm_grids(arr.qualities[:500], arr.similarities[:500], 8)
+    miss, cost = clm_losses(arr.qualities, arr.similarities, arr.labels, grids)
+    other = CLM(epsilon=0.25, delta=0.05, random_state=0).calibrate_losses(
+        miss, cost, grids, rows=np.arange(500)
+    )
+    assert other.config_ == clm.config_
+    assert other.certify(0.0001, 0.0001).config_ is None  # nothing certifiable -> abstain
+    assert other.predict_batch(arr.qualities[500:], arr.similarities[500:]).abstained.all()
+
+
+@pytest.mark.parametrize(
+    "kwargs", [dict(k_max=0), dict(set_score="median"), dict(epsilon=0.0), dict(delta=1.0)]
+)
+def test_clm_bad_arguments(kwargs):
+    with pytest.raises((ValueError, TypeError)):
+        CLM(**kwargs)
