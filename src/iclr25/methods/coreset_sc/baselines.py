@@ -344,7 +344,7 @@ def full_spectral_clustering(
 def reference_coreset_sc(
     A: Any, n_clusters: int, *, coreset_ratio: float = 0.01, oversampling: float = 2.0, shift: float = 0.0
 ) -> np.ndarray:
-    """Labels from the official ``coreset-sc`` wheel (optional ``[coreset_sc_reference]`` extra; not seedable).
+    """Labels from the official ``coreset-sc`` wheel (extra ``[coreset_sc_reference]``; not seedable).
 
     Args:
         A: adjacency with positive self-loops, shape (n, n).
