@@ -76,6 +76,7 @@ def test_registry_entry_matches_claim(name: str) -> None:
     )
     assert set(claim.budgets) == {"smoke", "full"}
     assert claim.budgets["smoke"].seconds <= 30 and claim.budgets["full"].seconds <= 300
+    assert (entry.smoke_s, entry.full_s) == (claim.budgets["smoke"].seconds, claim.budgets["full"].seconds)
 
 
 @pytest.mark.parametrize("name", METHODS)

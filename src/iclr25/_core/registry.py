@@ -66,7 +66,7 @@ REGISTRY: dict[str, Entry] = {
             claim="spectral clustering on a coreset escapes kernel k-means' local optima; cheap seeding",
             extra="coreset_sc",
             smoke_s=15.0,
-            full_s=60.0,
+            full_s=30.0,
         ),
         Entry(
             name="scope_gen",
@@ -86,8 +86,8 @@ REGISTRY: dict[str, Entry] = {
             paper="PAL: Sample-Efficient Personalized Reward Modeling for Pluralistic Alignment",
             claim="mixture-of-prototype rewards beat a homogeneous one; new users fit from few comparisons",
             extra="pal",
-            smoke_s=20.0,
-            full_s=90.0,
+            smoke_s=5.0,
+            full_s=40.0,
         ),
     )
 }

@@ -291,7 +291,7 @@ CLAIM = Claim(
             report_only=False,
             thresholds={"C1_csc_ari": 0.8, "C1_gap": 0.2},
         ),
-        "full": Budget("full", _FULL, seeds=5, seconds=60.0),
+        "full": Budget("full", _FULL, seeds=5, seconds=30.0),
     },
     run_fn=run,
     headline="C1_gap",

@@ -1,0 +1,76 @@
+"""FTCT: *Are Transformers Able to Reason by Connecting Separated Knowledge in Training Data?*
+
+Yutong Yin and Zhaoran Wang, ICLR 2025, arXiv:2501.15857. Train a transformer on fragments of
+causal chains; test whether few-shot chain-of-thought prompts make it chain them.
+"""
+
+from iclr25.methods.ftct.baselines import WindowedMLP
+from iclr25.methods.ftct.config import ClaimConfig, FTCTConfig, ModelConfig, TrainConfig
+from iclr25.methods.ftct.data import (
+    Corpus,
+    TestItem,
+    Trace,
+    check_no_leakage,
+    draw_trace,
+    longest_consistent_chain,
+    make_compositional_tests,
+    make_in_distribution_tests,
+    make_probe_tests,
+    make_training_corpus,
+    noise_values,
+    pack_traces,
+)
+from iclr25.methods.ftct.evaluate import (
+    evaluate,
+    greedy_generate,
+    parse_pairs,
+    score_output,
+    teacher_forced_correct,
+)
+from iclr25.methods.ftct.graph import LETTERS, CausalGraph, apply_edge
+from iclr25.methods.ftct.mechanism import (
+    forward_internals,
+    induction_scores,
+    parent_attention,
+    probe_parent_value,
+)
+from iclr25.methods.ftct.train import build_model, lm_loss, load_checkpoint, save_checkpoint, train_model
+from iclr25.methods.ftct.vocab import FTCTTokenizer
+
+__all__ = [
+    "LETTERS",
+    "CausalGraph",
+    "ClaimConfig",
+    "Corpus",
+    "FTCTConfig",
+    "FTCTTokenizer",
+    "ModelConfig",
+    "TestItem",
+    "Trace",
+    "TrainConfig",
+    "WindowedMLP",
+    "apply_edge",
+    "build_model",
+    "check_no_leakage",
+    "draw_trace",
+    "evaluate",
+    "forward_internals",
+    "greedy_generate",
+    "induction_scores",
+    "lm_loss",
+    "load_checkpoint",
+    "longest_consistent_chain",
+    "make_compositional_tests",
+    "make_in_distribution_tests",
+    "make_probe_tests",
+    "make_training_corpus",
+    "noise_values",
+    "pack_traces",
+    "parent_attention",
+    "parse_pairs",
+    "probe_parent_value",
+    "save_checkpoint",
+    "score_output",
+    "teacher_forced_correct",
+    "train_model",
+]

@@ -1,0 +1,289 @@
+"""Evaluation of FTCT: greedy chain-of-thought decoding, parsing by token id, and metrics per k.
+
+Paper: *Are Transformers Able to Reason by Connecting Separated Knowledge in Training Data?*,
+Yutong Yin and Zhaoran Wang, ICLR 2025, arXiv:2501.15857. Implements the test metrics of
+Section 4: whole-chain accuracy (here strict: the exact list of steps; the paper's lenient
+subsequence match is reported as ``whole_lenient``), final-value accuracy, vertex order,
+value accuracy given the gold prefix (``te_val``) and the in-distribution checks
+(``tr_ver``, ``tr_val``), each reported per shot count k.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+from iclr25.methods.ftct.data import TestItem
+from iclr25.methods.ftct.vocab import FTCTTokenizer
+
+__all__ = ["evaluate", "greedy_generate", "parse_pairs", "score_output", "teacher_forced_correct"]
+
+
+def parse_pairs(tok: FTCTTokenizer, ids: Sequence[int]) -> list[tuple[str, int]]:
+    """Read ``(letter, value)`` steps from generated ids, up to the first newline/EOS/pad.
+
+    A step is the id pattern ``letter = value``; context tokens and commas between steps are
+    skipped, anything else breaks no step but is not read as one (Trap 6: ids, not a regex).
+
+    Args:
+        tok: the vocabulary.
+        ids: generated token ids.
+
+    Returns:
+        The steps in order.
+
+    References:
+        Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4.
+
+    Example:
+        >>> tok = FTCTTokenizer(n_letters=3, modulus=10, context_div=1)
+        >>> parse_pairs(tok, tok.encode(["A~0", "B", "=", 4, ",", "C", "=", 7, "<nl>", "A", "=", 1]))
+        [('B', 4), ('C', 7)]
+    """
+    stop = {tok.newline_id, tok.eos_id, tok.pad_id}
+    ids = [int(i) for i in ids]
+    end = next((i for i, t in enumerate(ids) if t in stop), len(ids))
+    ids = ids[:end]
+    pairs = []
+    i = 0
+    while i < len(ids):
+        if (
+            i + 2 < len(ids)
+            and tok.is_letter(ids[i])
+            and ids[i + 1] == tok.eq_id
+            and tok.is_value(ids[i + 2])
+        ):
+            pairs.append((tok.letter_of(ids[i]), tok.value_of(ids[i + 2])))
+            i += 3
+        else:
+            i += 1
+    return pairs
+
+
+def _is_subsequence(needle: Sequence[object], hay: Sequence[object]) -> bool:
+    it = iter(hay)
+    return all(any(x == y for y in it) for x in needle)
+
+
+def score_output(tok: FTCTTokenizer, item: TestItem, generated: Sequence[int]) -> dict[str, float]:
+    """Score one generated continuation against a compositional item's gold steps.
+
+    The answer is the parsed steps up to and including the first step at the queried (last)
+    vertex. ``whole``: answer equals the gold steps exactly; ``whole_lenient``: the gold steps
+    are a subsequence of all parsed steps (the paper's rule); ``final``: the queried vertex's
+    value is right; ``vertex_order``: the answer's vertices equal the gold vertices;
+    ``depth<j>``: the first ``j - 1`` steps after the root are right (``j`` counts vertices).
+
+    Args:
+        tok: the vocabulary.
+        item: the test item.
+        generated: generated ids (the prompt excluded).
+
+    Returns:
+        Metric -> 0.0 or 1.0.
+
+    References:
+        Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4.
+    """
+    gold = list(item.gold_pairs)
+    pairs = parse_pairs(tok, generated)
+    leaf = gold[-1][0]
+    cut = next((i for i, (v, _) in enumerate(pairs) if v == leaf), len(pairs) - 1)
+    answer = pairs[: cut + 1]
+    out = {
+        "whole": float(answer == gold),
+        "whole_lenient": float(_is_subsequence(gold, pairs)),
+        "final": float(bool(answer) and answer[-1] == gold[-1]),
+        "vertex_order": float([v for v, _ in answer] == [v for v, _ in gold]),
+    }
+    for j in range(1, len(gold) + 1):
+        out[f"depth{j + 1}"] = float(answer[:j] == gold[:j])
+    return out
+
+
+def _logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    out = model(input_ids=input_ids, attention_mask=attention_mask)
+    return out if isinstance(out, torch.Tensor) else out.logits
+
+
+@torch.no_grad()
+def greedy_generate(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    pad_id: int,
+    stop_ids: Sequence[int],
+    batch_size: int = 100,
+    device: str | torch.device = "cpu",
+) -> list[list[int]]:
+    """Greedy decoding of left-padded batches (Trap 9).
+
+    Hugging Face models use ``generate(do_sample=False)`` with the attention mask (positions
+    follow the mask); any other module mapping ``(input_ids, attention_mask)`` to logits is
+    decoded by a plain greedy loop.
+
+    Args:
+        model: the language model (in eval mode).
+        prompts: token-id prompts.
+        max_new_tokens: decoding budget.
+        pad_id: padding id.
+        stop_ids: ids that end a sequence.
+        batch_size: prompts per batch.
+        device: where the model lives.
+
+    Returns:
+        The new ids of each prompt (stop token included, padding removed).
+
+    Shape:
+        Each batch is ``(B, max prompt length)``, padded on the left.
+
+    References:
+        Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4.
+    """
+    outs: list[list[int]] = []
+    stops = set(int(s) for s in stop_ids)
+    for b in range(0, len(prompts), batch_size):
+        chunk = prompts[b : b + batch_size]
+        width = max(len(p) for p in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, p in enumerate(chunk):
+            ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        if hasattr(model, "generate") and hasattr(model, "generation_config"):
+            gen = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=list(stops),
+                pad_token_id=pad_id,
+            )[:, width:]
+        else:
+            gen = torch.empty((len(chunk), 0), dtype=torch.long, device=ids.device)
+            done = torch.zeros(len(chunk), dtype=torch.bool, device=ids.device)
+            for _ in range(max_new_tokens):
+                nxt = _logits(model, ids, mask)[:, -1].argmax(-1)
+                nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
+                gen = torch.cat([gen, nxt[:, None]], dim=1)
+                ids = torch.cat([ids, nxt[:, None]], dim=1)
+                mask = torch.cat([mask, (~done).long()[:, None]], dim=1)
+                done |= torch.isin(nxt, torch.tensor(sorted(stops), device=ids.device))
+                if bool(done.all()):
+                    break
+        for row in gen.tolist():
+            seq = []
+            for t in row:
+                if t == pad_id and t not in stops:
+                    break
+                seq.append(int(t))
+                if t in stops:
+                    break
+            outs.append(seq)
+    return outs
+
+
+@torch.no_grad()
+def teacher_forced_correct(
+    model: torch.nn.Module,
+    items: Sequence[TestItem],
+    *,
+    pad_id: int,
+    batch_size: int = 100,
+    device: str | torch.device = "cpu",
+) -> list[float]:
+    """Whether the argmax prediction of the value at ``item.te_pos`` is right, given the gold prefix.
+
+    Args:
+        model: the language model.
+        items: test items.
+        pad_id: padding id.
+        batch_size: items per forward pass.
+        device: where the model lives.
+
+    Returns:
+        One 0.0/1.0 per item.
+
+    References:
+        Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4.
+    """
+    out: list[float] = []
+    for b in range(0, len(items), batch_size):
+        chunk = items[b : b + batch_size]
+        width = max(it.te_pos for it in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, it in enumerate(chunk):
+            seq = it.full_ids[: it.te_pos]
+            ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[i, : len(seq)] = 1
+        logits = _logits(model, ids.to(device), mask.to(device))  # (B, width, V)
+        for i, it in enumerate(chunk):
+            pred = int(logits[i, it.te_pos - 1].argmax())
+            out.append(float(pred == it.full_ids[it.te_pos]))
+    return out
+
+
+def evaluate(
+    model: torch.nn.Module,
+    tok: FTCTTokenizer,
+    tests: Sequence[TestItem],
+    *,
+    batch_size: int = 100,
+    device: str | torch.device = "cpu",
+) -> dict[int, dict[str, float]]:
+    """Metrics per shot count k, averaged over the items of each k.
+
+    Compositional items give ``whole``, ``whole_lenient``, ``final``, ``vertex_order``,
+    ``te_val`` and ``depth<j>``; in-distribution items give ``tr_ver`` (the next fragment
+    vertex is generated) and ``tr_val`` (its value given the gold prefix).
+
+    Args:
+        model: the language model (switched to eval mode).
+        tok: the vocabulary.
+        tests: items from one demonstration variant (any mix of k and kind).
+        batch_size: prompts decoded together.
+        device: where the model lives.
+
+    Returns:
+        ``{k: {metric: mean}}``.
+
+    References:
+        Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4.
+
+    Example:
+        >>> # metrics = evaluate(model, tok, make_compositional_tests(graph, tok, cfg, 1, 10, rng))
+    """
+    if len({it.demos for it in tests if it.kind == "compositional"}) > 1:
+        raise ValueError("evaluate one demonstration variant at a time")
+    model.eval()
+    stops = (tok.newline_id, tok.eos_id)
+    sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    by_budget: dict[int, list[TestItem]] = defaultdict(list)
+    for it in tests:
+        by_budget[it.max_new_tokens].append(it)
+    for budget, items in sorted(by_budget.items()):
+        gens = greedy_generate(
+            model,
+            [it.prompt_ids for it in items],
+            max_new_tokens=budget,
+            pad_id=tok.pad_id,
+            stop_ids=stops,
+            batch_size=batch_size,
+            device=device,
+        )
+        tf = teacher_forced_correct(model, items, pad_id=tok.pad_id, batch_size=batch_size, device=device)
+        for it, gen, ok in zip(items, gens, tf, strict=False):
+            acc = sums[it.k]
+            if it.kind == "compositional":
+                for name, v in score_output(tok, it, gen).items():
+                    acc[name].append(v)
+                acc["te_val"].append(ok)
+            else:
+                acc["tr_ver"].append(float(it.target in [v for v, _ in parse_pairs(tok, gen)]))
+                acc["tr_val"].append(ok)
+    return {k: {m: sum(v) / len(v) for m, v in sorted(ms.items())} for k, ms in sorted(sums.items())}

@@ -1,0 +1,67 @@
+"""PAL: personalised reward models from a mixture of shared ideal-point prototypes.
+
+*PAL: Sample-Efficient Personalized Reward Modeling for Pluralistic Alignment*, Daiwei Chen, Yi Chen,
+Aniket Rege, Zhi Wang, Ramya Korlakai Vinayak, ICLR 2025, arXiv:2406.08469.
+"""
+
+from .baselines import MLPRewardModel, PerUserLogistic, UnconstrainedIdealPoint
+from .config import ClaimConfig, PALConfig
+from .data import Comparisons, EmbeddedComparisons, embed_comparisons, from_chosen_rejected, from_signed
+from .encoders import HashedNgramEncoder, HFEncoder, LookupEncoder, MiniLMEncoder, TextEncoder
+from .model import (
+    PALHead,
+    PALRewardModel,
+    RewardOutput,
+    UserRegistry,
+    cumulative_weights,
+    hinge_loss,
+    parse_projector,
+    pool_last,
+    pool_mean,
+    preference_loss,
+)
+from .train import PALEstimator, PALTrainer
+from .worlds import (
+    IdealPointWorld,
+    SummaryLengthWorld,
+    first_n_per_user,
+    length_probe_accuracy,
+    make_ideal_point_world,
+    make_summary_length_world,
+)
+
+__all__ = [
+    "ClaimConfig",
+    "Comparisons",
+    "EmbeddedComparisons",
+    "HFEncoder",
+    "HashedNgramEncoder",
+    "IdealPointWorld",
+    "LookupEncoder",
+    "MLPRewardModel",
+    "MiniLMEncoder",
+    "PALConfig",
+    "PALEstimator",
+    "PALHead",
+    "PALRewardModel",
+    "PALTrainer",
+    "PerUserLogistic",
+    "RewardOutput",
+    "SummaryLengthWorld",
+    "TextEncoder",
+    "UnconstrainedIdealPoint",
+    "UserRegistry",
+    "cumulative_weights",
+    "embed_comparisons",
+    "first_n_per_user",
+    "from_chosen_rejected",
+    "from_signed",
+    "hinge_loss",
+    "length_probe_accuracy",
+    "make_ideal_point_world",
+    "make_summary_length_world",
+    "parse_projector",
+    "pool_last",
+    "pool_mean",
+    "preference_loss",
+]
