@@ -40,6 +40,23 @@ def _pal_acc(est: PALEstimator, d: EmbeddedComparisons) -> float:
     return _acc(est.predict(d.prompt, d.left, d.right, d.user_id), d)
 
 
+def _fit_unconstrained(
+    cfg: ClaimConfig, seed: int, tr: EmbeddedComparisons, variant: str, d_in: int, d_pref: int, epochs: int
+) -> UnconstrainedIdealPoint:
+    """The unconstrained ideal-point baseline, trained like PAL on the seen users."""
+    return UnconstrainedIdealPoint(
+        d_in,
+        d_pref,
+        variant=variant,
+        epochs=epochs,
+        batch_size=cfg.batch_size,
+        lr_projector=cfg.lr_projector,
+        lr_user=cfg.lr_user,
+        new_user_steps=cfg.new_user_steps,
+        random_state=seed,
+    ).fit(tr.left, tr.right, tr.label, tr.user_id)
+
+
 def _check1(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series: dict[str, Series]) -> None:
     """Numeric ideal-point world: PAL-A vs homogeneous, unconstrained, per-user LR; controls."""
     shots = sorted(cfg.ip_shots)
@@ -94,17 +111,7 @@ def _check1(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series:
             m["uniform_w"]["ip_unseen_n5"] = _pal_acc(uni, ute)
             curves["uniform_w"] = [m["uniform_w"]["ip_unseen_n5"]] * len(shots)
 
-    unc = UnconstrainedIdealPoint(
-        cfg.ip_d_item,
-        cfg.ip_d_pref,
-        variant="A",
-        epochs=cfg.ip_epochs,
-        batch_size=cfg.batch_size,
-        lr_projector=cfg.lr_projector,
-        lr_user=cfg.lr_user,
-        new_user_steps=cfg.new_user_steps,
-        random_state=seed,
-    ).fit(tr.left, tr.right, tr.label, tr.user_id)
+    unc = _fit_unconstrained(cfg, seed, tr, "A", cfg.ip_d_item, cfg.ip_d_pref, cfg.ip_epochs)
     m["unconstrained"]["ip_seen"] = _acc(unc.predict(te.left, te.right, te.user_id), te)
     lr = PerUserLogistic().fit(tr.left, tr.right, tr.label, tr.user_id)
     m["per_user_lr"]["ip_seen"] = _acc(lr.predict(te.left, te.right, te.user_id), te)
@@ -196,17 +203,7 @@ def _check2(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series:
         m["homogeneous"]["txt_unseen_n10"], m["per_user_lr"]["txt_unseen_n10"]
     )
 
-    unc = UnconstrainedIdealPoint(
-        cfg.txt_dim,
-        cfg.txt_d_pref,
-        variant="B",
-        epochs=cfg.txt_epochs,
-        batch_size=cfg.batch_size,
-        lr_projector=cfg.lr_projector,
-        lr_user=cfg.lr_user,
-        new_user_steps=cfg.new_user_steps,
-        random_state=seed,
-    ).fit(tr.left, tr.right, tr.label, tr.user_id)
+    unc = _fit_unconstrained(cfg, seed, tr, "B", cfg.txt_dim, cfg.txt_d_pref, cfg.txt_epochs)
     m["unconstrained"]["txt_seen"] = _acc(unc.predict(te.left, te.right, te.user_id), te)
     d = shot[max(shots)]
     u = copy.deepcopy(unc).partial_fit_new_users(d.left, d.right, d.label, d.user_id)
