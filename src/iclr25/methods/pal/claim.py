@@ -13,6 +13,7 @@ import copy
 import numpy as np
 
 from iclr25._core.claims import Budget, Claim, PaperRef, RunResult, Series, diff, fails, ratio, value
+from iclr25._core.seeding import one_thread
 from iclr25.methods.pal import (
     ClaimConfig,
     EmbeddedComparisons,
@@ -241,7 +242,6 @@ def run(config: ClaimConfig, *, seed: int, device: str = "cpu") -> RunResult:
     """
     import sklearn.linear_model  # noqa: F401  (load the BLAS/OpenMP libraries before limiting them)
     import torch
-    from threadpoolctl import threadpool_limits
 
     # Only affects nn.Linear default init, which every model here re-initialises from its generator.
     torch.manual_seed(seed)
@@ -249,14 +249,9 @@ def run(config: ClaimConfig, *, seed: int, device: str = "cpu") -> RunResult:
             "null_world", "shuffled_ids", "world")  # fmt: skip
     m: dict[str, dict[str, float]] = {a: {} for a in arms}
     series: dict[str, Series] = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1):
-            _check1(config, seed, m, series)
-            _check2(config, seed, m, series)
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread():
+        _check1(config, seed, m, series)
+        _check2(config, seed, m, series)
     notes = [
         f"ideal-point world: Bayes accuracy {m['world']['ip_bayes']:.3f}, "
         f"shared mean-user ceiling {m['world']['ip_mean_user']:.3f}"
