@@ -1,0 +1,55 @@
+"""Activation Beacon: plug-in key/value compression for stock Hugging Face decoders.
+
+Paper: *Long Context Compression with Activation Beacon*, Peitian Zhang, Zheng Liu, Shitao Xiao,
+Ninglu Shao, Qiwei Ye, Zhicheng Dou. ICLR 2025, arXiv:2401.03462.
+"""
+
+from iclr25.methods.activation_beacon.cache import BeaconCache, MeanPoolCache, SinkWindowCache
+from iclr25.methods.activation_beacon.config import BeaconConfig, ClaimConfig
+from iclr25.methods.activation_beacon.flops import (
+    beacon_kv_peak,
+    beacon_kv_resident,
+    beacon_score_entries,
+    full_score_entries,
+)
+from iclr25.methods.activation_beacon.layout import ChunkLayout, additive_mask, chunk_layout, chunk_visibility
+from iclr25.methods.activation_beacon.memory import MemoryStats, chunk_lm_loss, ratio_schedule, run_chunks
+from iclr25.methods.activation_beacon.model import (
+    BeaconMemory,
+    BeaconModel,
+    MeanPoolKV,
+    StreamingLLM,
+    load_beacon_config,
+    load_beacon_model,
+    wrap_with_beacon,
+)
+from iclr25.methods.activation_beacon.wrap import BeaconContext, BeaconLinear
+
+__all__ = [
+    "BeaconCache",
+    "BeaconConfig",
+    "BeaconContext",
+    "BeaconLinear",
+    "BeaconMemory",
+    "BeaconModel",
+    "ChunkLayout",
+    "ClaimConfig",
+    "MeanPoolCache",
+    "MeanPoolKV",
+    "MemoryStats",
+    "SinkWindowCache",
+    "StreamingLLM",
+    "additive_mask",
+    "beacon_kv_peak",
+    "beacon_kv_resident",
+    "beacon_score_entries",
+    "chunk_layout",
+    "chunk_lm_loss",
+    "chunk_visibility",
+    "full_score_entries",
+    "load_beacon_config",
+    "load_beacon_model",
+    "ratio_schedule",
+    "run_chunks",
+    "wrap_with_beacon",
+]

@@ -1,0 +1,160 @@
+"""Configuration of Activation Beacon and of its claim check.
+
+Paper: *Long Context Compression with Activation Beacon*, Peitian Zhang, Zheng Liu, Shitao Xiao,
+Ninglu Shao, Qiwei Ye, Zhicheng Dou. ICLR 2025, arXiv:2401.03462. Section 3 (beacon workflow,
+chunk size w, compression ratio α, ratio sampling) and Section 4 (training settings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from iclr25._core.config import param
+
+__all__ = ["BeaconConfig", "ClaimConfig"]
+
+_MIXES = ("step-random", "instance-random", "sequence")
+
+
+@dataclass(frozen=True)
+class BeaconConfig:
+    """Hyperparameters of the beacon plug-in.
+
+    Example:
+        >>> BeaconConfig(window=8, ratios=(2, 4)).ratios
+        (2, 4)
+    """
+
+    window: int = param(
+        1024, doc="chunk size w (raw tokens per chunk)", source="paper: Sec. 4, w=1024 (Llama)"
+    )
+    stride: int | None = param(
+        None, doc="chunk stride; None means = window", source="paper: code, stride = w"
+    )
+    ratios: tuple[int, ...] = param(
+        (2, 4, 8, 16, 32), doc="candidate compression ratios α (0 = keep raw K/V)", source="paper: Sec. 3.3"
+    )
+    ratio_mix: str = param(
+        "step-random",
+        doc="α sampling: step-random | instance-random | sequence | adapt-<N>",
+        source="paper: Sec. 3.3 (step-wise randomised α)",
+    )
+    attn: Literal["full-coverage", "step-expansion", "segmentation"] = param(
+        "full-coverage", doc="which chunk items a beacon attends to", source="paper: code default for Qwen-2"
+    )
+    pos: Literal["interleave", "append"] = param(
+        "interleave", doc="beacons after each unit (interleave) or after the chunk", source="paper: Sec. 3.1"
+    )
+    sink_size: int = param(1, doc="leading raw tokens whose K/V stay in memory", source="paper: code, sink=1")
+    params: tuple[str, ...] = param(
+        ("q", "k", "v", "o"), doc="projections that get beacon copies", source="paper: Sec. 3.2"
+    )
+    init_from: Literal["eos", "bos", "mean"] = param(
+        "eos", doc="token embedding the ⟨b⟩ embedding starts from", source="paper: code, eos embedding"
+    )
+    seed: int = param(
+        0, doc="seed of the α schedule generator", source="deviation: explicit seed, no global RNG"
+    )
+    span_ratios: tuple[tuple[int, int, int], ...] | None = param(
+        None,
+        doc="(start, end, α) raw-token spans; chunks overlapping a span use the smallest such α",
+        source="paper: maintainers' per-span ratio advice",
+    )
+    max_length: int = param(
+        131072, doc="longest input accepted by generate()", source="paper: Sec. 5, evaluation to 128K"
+    )
+
+    def __post_init__(self) -> None:
+        if self.window <= 0:
+            raise ValueError(f"window must be positive, got {self.window}")
+        if self.stride is not None and self.stride != self.window:
+            raise ValueError(f"stride must equal window ({self.window}) or be None, got {self.stride}")
+        if not self.ratios:
+            raise ValueError("ratios must list at least one compression ratio")
+        for a in self.ratios:
+            if a < 0 or (a > 0 and self.window % a):
+                raise ValueError(f"ratios: α={a} must be 0 or a positive divisor of window={self.window}")
+        if all(a == 0 for a in self.ratios):
+            raise ValueError("ratios: α=0 (no compression) is allowed only beside a positive ratio")
+        if self.ratio_mix not in _MIXES and not self.ratio_mix.startswith("adapt-"):
+            raise ValueError(f"ratio_mix must be one of {_MIXES} or 'adapt-<N>', got {self.ratio_mix!r}")
+        if self.ratio_mix.startswith("adapt-") and not self.ratio_mix[6:].isdigit():
+            raise ValueError(f"ratio_mix {self.ratio_mix!r}: N in 'adapt-<N>' must be a non-negative integer")
+        if self.attn not in ("full-coverage", "step-expansion", "segmentation"):
+            raise ValueError(f"attn must be full-coverage, step-expansion or segmentation, got {self.attn!r}")
+        if self.pos not in ("interleave", "append"):
+            raise ValueError(f"pos must be 'interleave' or 'append', got {self.pos!r}")
+        if self.sink_size < 0:
+            raise ValueError(f"sink_size must be non-negative, got {self.sink_size}")
+        if not self.params or set(self.params) - {"q", "k", "v", "o"}:
+            raise ValueError(f"params must be a non-empty subset of q, k, v, o, got {self.params}")
+        if self.init_from not in ("eos", "bos", "mean"):
+            raise ValueError(f"init_from must be eos, bos or mean, got {self.init_from!r}")
+        for span in self.span_ratios or ():
+            if len(span) != 3 or span[0] < 0 or span[1] <= span[0]:
+                raise ValueError(f"span_ratios: {span} must be (start, end, α) with 0 <= start < end")
+            if span[2] < 0 or (span[2] > 0 and self.window % span[2]):
+                raise ValueError(f"span_ratios: α={span[2]} must be 0 or a divisor of window={self.window}")
+        if self.max_length <= 0:
+            raise ValueError(f"max_length must be positive, got {self.max_length}")
+
+
+@dataclass(frozen=True)
+class ClaimConfig:
+    """Sizes of the claim check (tiny Llama, synthetic typed-fact recall)."""
+
+    d_model: int = param(
+        64, doc="hidden size of the tiny Llama", source="deviation: spec fallback, CPU budget"
+    )
+    n_layer: int = param(2, doc="decoder layers", source="deviation: CPU budget")
+    n_head: int = param(4, doc="attention heads", source="paper: spec, 4 heads")
+    n_kv_head: int = param(2, doc="key/value heads (GQA)", source="paper: spec, 2 KV heads")
+    seq_len: int = param(
+        128, doc="sequence length L of the recall task", source="deviation: CPU budget (spec: 512/256)"
+    )
+    window: int = param(
+        16, doc="chunk size w", source="deviation: CPU budget (spec: 64/32); 8 chunks as in the spec"
+    )
+    ratios: tuple[int, ...] = param((2, 4, 8), doc="training ratios α", source="paper: fine-tuning list")
+    eval_ratio: int = param(4, doc="α of the gated quality comparison", source="paper: spec G4, α=4")
+    fixed_ratio: int = param(8, doc="α of the fixed-ratio ablation", source="paper: spec, fixed-α-8 ablation")
+    sink_size: int = param(1, doc="sink tokens", source="paper: code, sink=1")
+    base_steps: int = param(
+        300, doc="full-attention training steps of the base", source="deviation: CPU budget"
+    )
+    beacon_steps: int = param(300, doc="beacon training steps", source="deviation: CPU budget")
+    fixed_steps: int = param(300, doc="training steps of the fixed-ratio ablation", source="deviation: CPU")
+    batch_size: int = param(16, doc="sequences per step", source="deviation: CPU budget")
+    lr_base: float = param(3e-3, doc="AdamW learning rate of the base", source="deviation: tiny model")
+    lr_beacon: float = param(3e-3, doc="AdamW learning rate of beacon parameters", source="deviation: tiny")
+    n_eval: int = param(512, doc="held-out sequences", source="paper: spec G4, 512 sequences")
+    count_len: int = param(4096, doc="L of the KV/compute counts", source="paper: spec G2/G3, L=4096")
+    count_window: int = param(64, doc="w of the KV/compute counts", source="paper: spec G2, w=64")
+    count_ratio: int = param(8, doc="α of the KV/compute counts", source="paper: claim, α=8")
+    timing_repeats: int = param(
+        3, doc="prefill timing repeats (median)", source="paper: spec G3, median of 3"
+    )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "d_model",
+            "n_layer",
+            "n_head",
+            "n_kv_head",
+            "seq_len",
+            "window",
+            "batch_size",
+            "n_eval",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.seq_len % self.window or self.seq_len // self.window < 3:
+            raise ValueError(f"seq_len must be a multiple of window with >= 3 chunks, got {self.seq_len}")
+        for name in ("eval_ratio", "fixed_ratio", "count_ratio"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.window % self.eval_ratio or self.window % self.fixed_ratio:
+            raise ValueError("eval_ratio and fixed_ratio must divide window")
+        if self.count_window % self.count_ratio:
+            raise ValueError("count_ratio must divide count_window")

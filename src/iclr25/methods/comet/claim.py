@@ -1,0 +1,497 @@
+"""Claim check of COMET: fixed random routing gives input-dependent overlapping experts that never
+die, never move, and (with enough capacity) learn faster and generalise better than a dense net.
+
+G1 mask geometry (Spearman of mask overlap against input similarity), G2 utilisation (dead units
+over random nets on digits), G3 fixed experts (masks before/after training, MLP and a tiny GPT-2)
+and G4 learning (paired seeds on digits and a clustered synthetic set, with baselines) run in
+every seed; negative controls: Bernoulli masks, a router that redraws V each call, a rank-1 V_1,
+the Top-k baseline and layer-wise routing in GPT-2. A FLOP count and a wall-clock ratio compare
+one training step of COMET and the dense MLP at width 1000.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from iclr25._core.claims import Budget, Claim, PaperRef, RunResult, Series, diff, fails, ratio, value
+from iclr25._core.seeding import numpy_rng, one_thread
+from iclr25.methods.comet import (
+    COMETMLP,
+    BernoulliMaskMLP,
+    ClaimConfig,
+    COMETRouter,
+    DenseMLP,
+    MoEMLP,
+    ResampledRoutingMLP,
+    TopKMLP,
+    comet_ffn_,
+    mask_cosine,
+    smaller_widths,
+    train_mlp,
+)
+
+__all__ = ["CLAIM", "run"]
+
+_Data = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------
+
+
+def _digits(seed: int) -> _Data:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X / 16.0, y, test_size=0.2, random_state=seed, stratify=y)
+    # per-pixel standardisation from the training split (the usual analogue of CIFAR normalisation)
+    mean, std = Xtr.mean(0), Xtr.std(0)
+    std[std == 0] = 1.0
+    Xtr, Xte = (Xtr - mean) / std, (Xte - mean) / std
+    f = torch.float32
+    return (torch.tensor(Xtr, dtype=f), torch.tensor(ytr), torch.tensor(Xte, dtype=f), torch.tensor(yte))
+
+
+def _clusters(cfg: ClaimConfig, seed: int) -> _Data:
+    """About 40 Gaussian clusters in 20-d, labelled (10 classes) by a random tanh teacher."""
+    rng = numpy_rng(seed, 2)
+    d, n = 20, cfg.cluster_n_train + cfg.cluster_n_test
+    centers = rng.normal(0.0, 2.0, (cfg.cluster_k, d))
+    X = centers[rng.integers(0, cfg.cluster_k, n)] + rng.normal(0.0, 1.0, (n, d))
+    w1, w2 = rng.normal(0.0, 1.0 / np.sqrt(d), (d, 64)), rng.normal(0.0, 1.0 / 8.0, (64, 10))
+    y = (np.tanh(X @ w1) @ w2).argmax(1)
+    X = (X - X.mean(0)) / X.std(0)
+    f, a = torch.float32, cfg.cluster_n_train
+    return (
+        torch.tensor(X[:a], dtype=f),
+        torch.tensor(y[:a]),
+        torch.tensor(X[a:], dtype=f),
+        torch.tensor(y[a:]),
+    )
+
+
+def _pairs(cfg: ClaimConfig, seed: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """Pairs of length-100 vectors with N(mu, 25) components, mu integer in [0, 100]; the second
+    vector shares a random fraction of the first one's means, so similarity spans a range."""
+    rng = numpy_rng(seed, 1)
+    n, d = cfg.g1_pairs, cfg.g1_dim
+    mu_a = rng.integers(0, 101, (n, d)).astype(float)
+    share = rng.uniform(0.0, 1.0, (n, 1))
+    mu_b = np.where(rng.uniform(size=(n, d)) < share, mu_a, rng.integers(0, 101, (n, d)))
+    a = mu_a + 5.0 * rng.normal(size=(n, d))
+    b = mu_b + 5.0 * rng.normal(size=(n, d))
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    return torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32), cos
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
+    r = spearmanr(x, y).statistic
+    return float(r) if np.isfinite(r) else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# G1 - G3
+# ---------------------------------------------------------------------------------------------
+
+
+def _g1(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series: dict[str, Series]) -> None:
+    a, b, in_cos = _pairs(cfg, seed)
+    widths = (cfg.g1_width,) * cfg.g1_layers
+    comet = np.zeros(len(in_cos))
+    for r in range(cfg.g1_routers):
+        router = COMETRouter(cfg.g1_dim, widths, cfg.g1_p_keep, seed=seed * 1000 + r)
+        comet += mask_cosine(router(a), router(b)).numpy() / cfg.g1_routers
+    gen = torch.Generator().manual_seed(seed)
+    bern = np.zeros(len(in_cos))
+    for _ in range(cfg.g1_routers):
+        ma = [torch.rand(len(a), w, generator=gen) < cfg.g1_p_keep for w in widths]
+        mb = [torch.rand(len(a), w, generator=gen) < cfg.g1_p_keep for w in widths]
+        bern += mask_cosine(ma, mb).numpy() / cfg.g1_routers
+    fresh = np.zeros(len(in_cos))
+    for r in range(cfg.g1_routers):
+        net = ResampledRoutingMLP(cfg.g1_dim, widths, 2, p_keep=cfg.g1_p_keep, seed=seed * 1000 + r)
+        fresh += (
+            mask_cosine(net(a, return_masks=True)[1], net(b, return_masks=True)[1]).numpy() / cfg.g1_routers
+        )
+    m["comet"]["g1_rho"] = _spearman(in_cos, comet)
+    m["bernoulli"]["g1_rho"] = _spearman(in_cos, bern)
+    m["bernoulli"]["g1_abs_rho"] = abs(m["bernoulli"]["g1_rho"])
+    m["resampled"]["g1_rho"] = _spearman(in_cos, fresh)
+    # Fig. 2b: similarity of backbone activations (last hidden layer) at p_k vs p_k = 1.
+    acts = {}
+    for arm, p in (("comet", cfg.g1_p_keep), ("dense", 1.0)):
+        net = COMETMLP(cfg.g1_dim, widths, 2, p_keep=p, seed=seed)
+        with torch.no_grad():
+            ha, hb = net.forward_all(a / 100.0)[2][-1], net.forward_all(b / 100.0)[2][-1]
+        acts[arm] = torch.nn.functional.cosine_similarity(ha, hb, dim=-1).numpy()
+        m[arm]["g1_act_cos"] = float(acts[arm].mean())
+    order = np.argsort(in_cos)
+    series["mask_overlap"] = Series(
+        title="Mask cosine vs input cosine (G1)", xlabel="input cosine similarity",
+        ylabel="cosine of masks (or of last hidden activations)",
+        x=[float(v) for v in in_cos[order]],
+        lines={"COMET": [float(v) for v in comet[order]], "Bernoulli": [float(v) for v in bern[order]],
+               "fresh V per call": [float(v) for v in fresh[order]],
+               "backbone act. (p_k)": [float(v) for v in acts["comet"][order]],
+               "backbone act. (p_k=1)": [float(v) for v in acts["dense"][order]]},
+        kind="scatter",
+    )  # fmt: skip
+
+
+def _g2(cfg: ClaimConfig, seed: int, X: torch.Tensor, m: dict[str, dict[str, float]]) -> None:
+    rng = numpy_rng(seed, 3)
+    lo, hi = cfg.g2_width_range
+    plo, phi = cfg.g2_p_range
+    dead = total = dead_r1 = total_r1 = 0
+    nets_with_dead = 0
+    for t in range(cfg.g2_nets):
+        w, p = int(rng.integers(lo, hi + 1)), float(rng.uniform(plo, phi))
+        router = COMETRouter(X.shape[1], (w, w, w), p, seed=seed * 1000 + t)
+        fired = [mk.any(0) for mk in router(X)]
+        n_dead = sum(int((~f).sum()) for f in fired)
+        dead, total, nets_with_dead = dead + n_dead, total + 3 * w, nets_with_dead + (n_dead > 0)
+        # control: a rank-1 V_1 = u v^T sends every input along one direction
+        v0 = router.weight_0
+        u, v = v0[:, :1].clone(), v0[:1, :].clone()
+        with torch.no_grad():
+            router.weight_0.copy_(u @ v)
+        fired = [mk.any(0) for mk in router(X)]
+        dead_r1 += sum(int((~f).sum()) for f in fired)
+        total_r1 += 3 * w
+    m["comet"]["g2_dead_frac"] = dead / total
+    m["comet"]["g2_nets_with_dead"] = nets_with_dead / cfg.g2_nets
+    m["rank1"]["g2_dead_frac"] = dead_r1 / total_r1
+
+
+def _same_rows(before: list[torch.Tensor], after: list[torch.Tensor]) -> float:
+    """Fraction of probe rows whose masks are identical in every layer."""
+    same = torch.ones(before[0].shape[:-1], dtype=torch.bool)
+    for x, y in zip(before, after, strict=True):
+        same &= (x == y).all(-1)
+    return float(same.double().mean())
+
+
+def _g3(cfg: ClaimConfig, seed: int, data: _Data, m: dict[str, dict[str, float]]) -> None:
+    Xtr, ytr, Xte, _ = data
+    probe = Xte[: cfg.g3_probe]
+    hidden = (cfg.g3_width,) * 3
+    nets = {
+        "comet": COMETMLP(Xtr.shape[1], hidden, 10, p_keep=cfg.p_keep, seed=seed),
+        "topk": TopKMLP(Xtr.shape[1], hidden, 10, p_keep=cfg.p_keep, seed=seed),
+        "layerwise": COMETMLP(Xtr.shape[1], hidden, 10, p_keep=cfg.p_keep, seed=seed, routing="layerwise"),
+    }
+    n = cfg.g3_steps * 32 if cfg.g3_steps else len(Xtr)
+    for arm, net in nets.items():
+        with torch.no_grad():
+            before = net(probe, return_masks=True)[1]
+        train_mlp(net, Xtr[:n], ytr[:n], epochs=1, batch_size=32, lr=cfg.g4_lr, seed=seed)
+        with torch.no_grad():
+            after = net(probe, return_masks=True)[1]
+        m[arm]["g3_same"] = _same_rows(before, after)
+    _g3_lm(cfg, seed, m)
+
+
+def _g3_lm(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
+    """Tiny GPT-2 on a synthetic Markov corpus: frozen-embedding masks stay, layer-input ones move."""
+    from iclr25.common.tiny_lm import build_tiny_lm
+
+    rng = numpy_rng(seed, 4)
+    vocab = 40
+    trans = rng.dirichlet(np.full(vocab - 4, 0.2), size=vocab - 4)
+    seqs = np.zeros((64, 16), dtype=np.int64)
+    seqs[:, 0] = rng.integers(0, vocab - 4, 64)
+    for t in range(1, 16):
+        seqs[:, t] = [rng.choice(vocab - 4, p=trans[s]) for s in seqs[:, t - 1]]
+    ids = torch.tensor(seqs + 4)
+    probe = ids[:8]
+    for arm, kw in (
+        ("comet", {}),
+        ("layerwise", {"source": "layer_input"}),
+        ("live", {"embedding_mode": "live"}),
+    ):
+        lm = build_tiny_lm("gpt2", vocab_size=vocab, n_layer=2, n_head=2, d_model=32, seed=seed)
+        handle = comet_ffn_(lm, cfg.p_keep, seed=seed, **kw)
+        with torch.no_grad():
+            lm(probe)
+        before = [x.clone() for x in handle.last_masks]
+        opt = torch.optim.Adam(lm.parameters(), lr=1e-2)
+        gen = torch.Generator().manual_seed(seed)
+        lm.train()
+        for _ in range(cfg.g3_lm_steps):
+            batch = ids[torch.randint(0, len(ids), (16,), generator=gen)]
+            loss = lm(batch, labels=batch).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        lm.eval()
+        with torch.no_grad():
+            lm(probe)
+        arm_name = "live_emb" if arm == "live" else arm
+        m[arm_name]["gpt2_same"] = _same_rows(before, handle.last_masks)
+
+
+# ---------------------------------------------------------------------------------------------
+# G4 and step cost
+# ---------------------------------------------------------------------------------------------
+
+
+def _fit(net: torch.nn.Module, data: _Data, cfg: ClaimConfig, seed: int) -> tuple[float, float, list[float]]:
+    Xtr, ytr, Xte, yte = data
+    log = train_mlp(net, Xtr, ytr, epochs=cfg.g4_epochs, batch_size=cfg.g4_batch, lr=cfg.g4_lr, seed=seed,
+                    X_eval=Xte, y_eval=yte)  # fmt: skip
+    auc1 = float(np.mean(log.step_loss[: log.steps_per_epoch]))
+    return log.epoch_metric[-1], auc1, log.epoch_metric
+
+
+def _build(arm: str, d_in: int, n_tr: int, hidden: tuple[int, ...], p: float, s: int) -> torch.nn.Module:
+    """One G4 arm with backbone seed ``s`` (10 classes)."""
+    if arm == "comet":
+        return COMETMLP(d_in, hidden, 10, p_keep=p, seed=s)
+    if arm == "dense":
+        return DenseMLP(d_in, hidden, 10, seed=s)
+    if arm == "bernoulli":
+        return BernoulliMaskMLP(d_in, hidden, 10, n_examples=n_tr, p_bernoulli=p, seed=s, mask_seed=s)
+    if arm == "smaller":
+        return DenseMLP(d_in, smaller_widths(hidden, p), 10, seed=s)
+    if arm == "dropout":
+        return DenseMLP(d_in, hidden, 10, seed=s, dropout=1.0 - p)
+    if arm == "topk":
+        return TopKMLP(d_in, hidden, 10, p_keep=p, seed=s)
+    if arm == "moe":
+        return MoEMLP(d_in, hidden, 10, p_keep=p, seed=s)
+    return COMETMLP(d_in, hidden, 10, p_keep=p, seed=s, routing="layerwise")
+
+
+def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[str, float]],
+        series: dict[str, Series]) -> None:  # fmt: skip
+    p, w = cfg.p_keep, cfg.g4_width
+    for name, data in sets.items():
+        d_in, n_tr = data[0].shape[1], len(data[0])
+
+        def build(arm: str, width: int, s: int, d_in: int = d_in, n_tr: int = n_tr) -> torch.nn.Module:
+            return _build(arm, d_in, n_tr, (width,) * 3, p, s)
+
+        curves: dict[str, list[float]] = {}
+        runs = [(arm, cfg.g4_seeds) for arm in ("comet", "dense", "bernoulli", "smaller")]
+        runs += [(arm, cfg.g4_extra_seeds) for arm in ("dropout", "topk", "moe", "layerwise")]
+        for arm, n_seeds in runs:
+            accs, aucs, curve = [], [], np.zeros(cfg.g4_epochs)
+            for i in range(n_seeds):
+                s = seed * 1000 + i  # paired: the same backbone init and batch order for every arm
+                acc, auc1, c = _fit(build(arm, w, s), data, cfg, s)
+                accs.append(acc)
+                aucs.append(auc1)
+                curve += np.asarray(c) / n_seeds
+            if n_seeds:
+                m[arm][f"{name}_acc"] = float(np.mean(accs))
+                m[arm][f"{name}_auc1"] = float(np.mean(aucs))
+                curves[arm] = [float(v) for v in curve]
+        for arm in ("comet", "dense"):
+            accs = [_fit(build(arm, cfg.g4_narrow, seed * 1000 + i), data, cfg, seed * 1000 + i)[0]
+                    for i in range(cfg.g4_seeds)]  # fmt: skip
+            m[arm][f"{name}_acc_narrow"] = float(np.mean(accs))
+        wide = m["comet"][f"{name}_acc"] - m["dense"][f"{name}_acc"]
+        narrow = m["comet"][f"{name}_acc_narrow"] - m["dense"][f"{name}_acc_narrow"]
+        m["comet"][f"{name}_capacity_flip"] = wide - narrow
+        series[f"learning_{name}"] = Series(
+            title=f"Test accuracy per epoch, {name} (width {w}, p_k = {p})", xlabel="epoch",
+            ylabel="test accuracy", x=[float(e + 1) for e in range(cfg.g4_epochs)], lines=curves,
+        )  # fmt: skip
+
+
+def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
+    """One training step at width N = cost_width on a batch of 32 digits-sized inputs: matmul FLOPs
+    (deterministic, torch's FlopCounterMode) and wall-clock seconds (alternating, median)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    gen = torch.Generator().manual_seed(seed)
+    X, y = torch.rand(32, 64, generator=gen), torch.randint(0, 10, (32,), generator=gen)
+    hidden = (cfg.cost_width,) * 3
+    nets = {
+        "comet": COMETMLP(64, hidden, 10, p_keep=cfg.p_keep, seed=seed),
+        "dense": DenseMLP(64, hidden, 10, seed=seed),
+    }
+    opts = {k: torch.optim.Adam(v.parameters(), lr=1e-3) for k, v in nets.items()}
+
+    def step(arm: str) -> None:
+        loss = torch.nn.functional.cross_entropy(nets[arm](X), y)
+        opts[arm].zero_grad()
+        loss.backward()
+        opts[arm].step()
+
+    for arm in nets:
+        counter = FlopCounterMode(display=False)
+        with counter:
+            step(arm)
+        m[arm]["step_gflops"] = counter.get_total_flops() / 1e9
+    times: dict[str, list[float]] = {k: [] for k in nets}
+    for _ in range(cfg.cost_steps):
+        for arm in nets:
+            t0 = time.perf_counter()
+            step(arm)
+            times[arm].append(time.perf_counter() - t0)
+    for arm in nets:
+        m[arm]["step_s"] = float(np.median(times[arm]))
+
+
+def run(config: ClaimConfig, *, seed: int, device: str = "cpu") -> RunResult:
+    """Run G1-G4 and the step-cost comparison for one seed, on one torch/BLAS thread (restored after).
+
+    ``device`` is accepted for the common signature; the check runs on the CPU.
+    """
+    import sklearn.linear_model  # noqa: F401  (load the BLAS/OpenMP libraries before limiting them)
+
+    arms = ("comet", "dense", "smaller", "dropout", "topk", "moe", "bernoulli", "layerwise", "resampled",
+            "rank1", "live_emb")  # fmt: skip
+    m: dict[str, dict[str, float]] = {a: {} for a in arms}
+    series: dict[str, Series] = {}
+    t0 = time.perf_counter()
+    # fork_rng: dropout draws from the global generator; seed it here and restore it afterwards
+    with one_thread(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        digits = _digits(seed)
+        stamps = [time.perf_counter()]
+        _g1(config, seed, m, series)
+        stamps.append(time.perf_counter())
+        _g2(config, seed, torch.cat([digits[0], digits[2]]), m)
+        stamps.append(time.perf_counter())
+        _g3(config, seed, digits, m)
+        stamps.append(time.perf_counter())
+        _g4(config, seed, {"digits": digits, "clusters": _clusters(config, seed)}, m, series)
+        stamps.append(time.perf_counter())
+        _step_cost(config, seed, m)
+        stamps.append(time.perf_counter())
+        for name, t_a, t_b in zip(("g1", "g2", "g3", "g4", "cost"), stamps[:-1], stamps[1:], strict=True):
+            m["comet"][f"{name}_s"] = t_b - t_a
+    m["comet"]["total_s"] = time.perf_counter() - t0
+    notes = [
+        f"G2: {100 * m['comet']['g2_dead_frac']:.4f}% of units never fired over {config.g2_nets} random nets "
+        f"({100 * m['comet']['g2_nets_with_dead']:.0f}% of nets had a dead unit)",
+        f"capacity effect (digits): Delta_wide - Delta_narrow = {m['comet']['digits_capacity_flip']:+.4f}",
+    ]
+    return RunResult(metrics=m, series=series, notes=notes)
+
+
+_FULL = ClaimConfig()
+_SMOKE = ClaimConfig(
+    g1_pairs=50, g1_routers=2, g2_nets=3, g3_width=64, g3_steps=20, g3_probe=64, g3_lm_steps=5,
+    g4_width=128, g4_narrow=32, g4_epochs=2, g4_seeds=1, g4_extra_seeds=1, cluster_n_train=400,
+    cluster_n_test=400, cost_steps=3,
+)  # fmt: skip
+
+CLAIM = Claim(
+    name="comet",
+    paper=PaperRef(
+        title=(
+            "More Experts Than Galaxies: Conditionally-Overlapping Experts With Biologically-Inspired "
+            "Fixed Routing"
+        ),
+        authors="Sagi Shaier, Francisco Pereira, Katharina von der Wense, Lawrence E. Hunter, Matt Jones",
+        arxiv="2410.08003",
+        code="Shaier/COMET",
+    ),
+    statement=(
+        "Fixed random-projection routing with k-winner-take-all gives every input its own sparse, "
+        "overlapping expert: similar inputs share units, no unit dies and experts never change; with enough "
+        "capacity the masked network learns faster per update and generalises better than the same-width "
+        "dense network and the sparse / mixture-of-experts baselines."
+    ),
+    arms={
+        "comet": "COMET: masks from a fixed random routing chain on x_0 (3 hidden layers, softplus)",
+        "dense": "standard dense MLP of the same width (same init, same batches)",
+        "smaller": "dense MLP of width p_k N",
+        "dropout": "dense MLP with dropout 1 - p_k (report only)",
+        "topk": "Top-k baseline m_l = C_k(a_l) (masks follow the trained weights)",
+        "moe": "top-1 MoE, floor(1/p_k) experts of width p_k N, trained Switch gate (report only)",
+        "bernoulli": "control: one fixed random mask per training example (keep p_k), unmasked at test",
+        "layerwise": "layer-wise routing c_l = V_l x_{l-1}; in GPT-2 masks from the FFN input",
+        "resampled": "control: COMET with a fresh V at every forward pass",
+        "rank1": "control: COMET with a rank-1 V_1",
+        "live_emb": "GPT-2 with masks from the live (trained) embedding (report only)",
+    },
+    criteria=(
+        value(
+            "comet.g1_rho", ">=", 0.7, name="g1_overlap_rho", paper="Fig. 2: overlap rises with similarity"
+        ),
+        fails(value("bernoulli.g1_rho", ">=", 0.7, name="ctrl_g1_bernoulli")),
+        fails(value("resampled.g1_rho", ">=", 0.7, name="ctrl_g1_fresh_v")),
+        value("bernoulli.g1_abs_rho", "<=", 0.1, name="g1_bernoulli_abs_rho", gating=False),
+        value("comet.g2_dead_frac", "<", 0.001, name="g2_dead_units", paper="7.6e-4 % of units (1,000 nets)"),
+        fails(value("rank1.g2_dead_frac", "<", 0.001, name="ctrl_g2_rank1")),
+        value("comet.g3_same", ">=", 1.0, name="g3_fixed_experts", paper="experts fixed by construction"),
+        fails(value("topk.g3_same", ">=", 1.0, name="ctrl_g3_topk")),
+        value("comet.gpt2_same", ">=", 1.0, name="g3_gpt2_frozen_fixed"),
+        fails(value("layerwise.gpt2_same", ">=", 1.0, name="ctrl_g3_gpt2_layer_input")),
+        diff(
+            "comet.digits_acc",
+            "dense.digits_acc",
+            ">=",
+            0.005,
+            name="g4_digits_acc",
+            paper="Figs. 3-5: COMET above dense at large width",
+        ),
+        ratio(
+            "comet.digits_auc1",
+            "dense.digits_auc1",
+            "<=",
+            0.97,
+            name="g4_digits_speed",
+            paper="Figs. 3-5: faster learning",
+        ),
+        diff("comet.clusters_acc", "dense.clusters_acc", ">=", 0.005, name="g4_clusters_acc"),
+        ratio("comet.clusters_auc1", "dense.clusters_auc1", "<=", 0.97, name="g4_clusters_speed"),
+        fails(diff("bernoulli.digits_acc", "dense.digits_acc", ">=", 0.005, name="ctrl_g4_bernoulli_digits")),
+        fails(
+            diff(
+                "bernoulli.clusters_acc", "dense.clusters_acc", ">=", 0.005, name="ctrl_g4_bernoulli_clusters"
+            )
+        ),
+        ratio("comet.digits_auc1", "bernoulli.digits_auc1", "<", 1.0, name="g4_faster_than_bernoulli"),
+        ratio("comet.digits_auc1", "smaller.digits_auc1", "<", 1.0, name="g4_faster_than_smaller"),
+        value(
+            "comet.digits_capacity_flip",
+            ">",
+            0.0,
+            name="g4_capacity_flip",
+            gating=False,
+            paper="dense wins at small width",
+        ),
+        ratio(
+            "comet.step_gflops",
+            "dense.step_gflops",
+            "<=",
+            1.5,
+            name="step_flops_ratio",
+            paper="one extra matmul per layer",
+        ),
+        ratio("comet.step_s", "dense.step_s", "<=", 1.5, name="step_time_ratio", gating=False),
+    ),
+    budgets={
+        "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
+        "full": Budget("full", _FULL, seeds=1, seconds=150.0),
+    },
+    run_fn=run,
+    headline="g4_digits_acc",
+    deviations=(
+        "CPU scale: digits (1,797 x 64) and a 40-cluster synthetic set replace CIFAR-10/SARCOS; "
+        "3 hidden layers of width 512, Adam lr 1e-3, batch 32, 5 epochs (the code's default is SGD lr 1e-4 "
+        "for 100 epochs; the spec's 20 epochs were trimmed, before any 5-seed result, to fit 5 minutes).",
+        "G4 averages 5 paired backbone seeds inside one claim seed (the judge sees one seed per run); "
+        "dropout, Top-k, MoE and layer-wise routing run one seed and are reported, not gated.",
+        "G1 pairs share a random fraction of their component means, so input similarity spans a range; "
+        "200 pairs, 4 x 256 routers, p_k = 0.2, 5 routers (the paper: 500 pairs, 10 x 512, 10 nets).",
+        "G2 runs 20 random nets on digits instead of 1,000 on CIFAR-10.",
+        "Learning speed is the mean training loss over epoch 1 (the area under the first-epoch loss curve).",
+        "Step cost: matmul FLOPs from torch's FlopCounterMode gate; wall-clock is reported only.",
+        "Digits are standardised per pixel on the training split (the analogue of CIFAR normalisation).",
+        "Not run here: example-tied dropout and the L1 baseline; the SARCOS regression; transformer training "
+        "curves (GPT-2 is used only for the fixed-expert check).",
+    ),
+)

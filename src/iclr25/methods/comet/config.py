@@ -1,0 +1,156 @@
+"""Configuration of COMET (Conditionally Overlapping Mixture of ExperTs).
+
+Paper: *More Experts Than Galaxies: Conditionally-Overlapping Experts With Biologically-Inspired
+Fixed Routing*, Sagi Shaier, Francisco Pereira, Katharina von der Wense, Lawrence E. Hunter,
+Matt Jones, ICLR 2025, arXiv:2410.08003. :class:`COMETConfig` is one model and how it is trained
+(defaults: the official sweep script); :class:`ClaimConfig` sizes the claim check (G1-G4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from iclr25._core.config import param
+
+__all__ = ["COMETConfig", "ClaimConfig"]
+
+
+def _check_p(name: str, p: float) -> None:
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"{name} must lie in (0, 1], got {p}")
+
+
+@dataclass(frozen=True)
+class COMETConfig:
+    """One COMET MLP and its training (Sec. 4 and the official sweep).
+
+    Example:
+        >>> COMETConfig().hidden, COMETConfig.cpu_default().optimizer
+        ((1000, 1000, 1000), 'adam')
+    """
+
+    hidden: tuple[int, ...] = param(
+        (1000, 1000, 1000),
+        doc="N: widths of the three masked hidden layers (4 linear layers in all)",
+        source="paper: run_models.py, N in {100, 500, 1000, 3000}",
+    )
+    p_keep: float = param(
+        0.5, doc="p_k: fraction of units kept per layer", source="paper: p_k in {0.1, 0.5, 0.9}"
+    )
+    activation: Literal["softplus", "relu", "gelu", "tanh"] = param(
+        "softplus", doc="f: backbone activation", source="paper: softplus"
+    )
+    ties: Literal["threshold", "exact"] = param(
+        "threshold",
+        doc="k-WTA tie rule (threshold keeps ties, as the code does)",
+        source="paper: code's rule",
+    )
+    routing_norm: Literal["layer_noaffine"] | None = param(
+        None, doc="parameter-free norm on the routing path only", source="paper: norm None by default"
+    )
+    optimizer: Literal["adam", "adamw", "sgd", "sgd_momentum"] = param(
+        "sgd", doc="optimiser", source="paper: run_models.py default SGD"
+    )
+    lr: float = param(1e-4, doc="learning rate", source="paper: 1e-4")
+    batch_size: int = param(32, doc="rows per step", source="paper: 32")
+    epochs: int = param(100, doc="passes over the training set", source="paper: 100")
+
+    def __post_init__(self) -> None:
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ValueError(f"hidden must be non-empty positive widths, got {self.hidden}")
+        _check_p("p_keep", self.p_keep)
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        for name in ("batch_size", "epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    def replace(self, **changes: object) -> COMETConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def cpu_default(cls) -> COMETConfig:
+        """The CPU setting of the claim check: width 512, Adam 1e-3, 20 epochs."""
+        return cls(hidden=(512, 512, 512), optimizer="adam", lr=1e-3, epochs=20)
+
+
+@dataclass(frozen=True)
+class ClaimConfig:
+    """Sizes of the claim check (spec: G1 mask geometry, G2 utilisation, G3 fixed experts, G4 learning).
+
+    Example:
+        >>> ClaimConfig().g4_width
+        512
+    """
+
+    p_keep: float = param(0.5, doc="p_k of the learning check", source="paper: p_k = 0.5 sweep point")
+    g1_pairs: int = param(200, doc="G1: number of input pairs", source="deviation: 500 in the paper; CPU")
+    g1_dim: int = param(100, doc="G1: length of each input vector", source="paper: length 100")
+    g1_layers: int = param(4, doc="G1: masked layers of the routers", source="deviation: 10 in the paper")
+    g1_width: int = param(256, doc="G1: router width", source="deviation: 512 in the paper")
+    g1_p_keep: float = param(0.2, doc="G1: p_k of the routers", source="deviation: spec's CPU setting")
+    g1_routers: int = param(5, doc="G1: routers averaged over", source="deviation: 10 nets in the paper")
+    g2_nets: int = param(
+        20, doc="G2: random nets on digits", source="deviation: 1,000 CIFAR-10 nets in the paper"
+    )
+    g2_width_range: tuple[int, int] = param(
+        (100, 500), doc="G2: widths drawn uniformly from this range", source="paper: width sweep range"
+    )
+    g2_p_range: tuple[float, float] = param(
+        (0.1, 0.9), doc="G2: p_k drawn uniformly from this range", source="paper: p_k sweep range"
+    )
+    g3_width: int = param(
+        256, doc="G3: width of the MLPs whose masks are probed", source="deviation: CPU size"
+    )
+    g3_steps: int = param(0, doc="G3: optimiser steps (0 = one epoch of digits)", source="paper: one epoch")
+    g3_probe: int = param(256, doc="G3: probe-batch size", source="deviation: CPU size")
+    g3_lm_steps: int = param(30, doc="G3: training steps of the tiny GPT-2", source="deviation: CPU size")
+    g4_width: int = param(
+        512, doc="G4: hidden width (3 layers)", source="deviation: spec CPU width (paper 1000)"
+    )
+    g4_narrow: int = param(64, doc="G4: narrow width for the capacity sign flip", source="deviation: spec")
+    g4_epochs: int = param(
+        5,
+        doc="G4: epochs",
+        source="deviation: 100 in the paper, 20 in the spec; trimmed for the 5-minute CPU budget",
+    )
+    g4_seeds: int = param(5, doc="G4: paired backbone seeds", source="deviation: 3 in the paper; spec: 5")
+    g4_lr: float = param(1e-3, doc="G4: Adam learning rate", source="deviation: SGD 1e-4 in the code")
+    g4_batch: int = param(32, doc="G4: batch size", source="paper: 32")
+    g4_extra_seeds: int = param(
+        1,
+        doc="G4: seeds of the report-only baselines (dropout, Top-k, MoE, layer-wise)",
+        source="deviation: time",
+    )
+    cluster_n_train: int = param(1000, doc="clustered set: training rows", source="deviation: synthetic set")
+    cluster_n_test: int = param(2000, doc="clustered set: test rows", source="deviation: synthetic set")
+    cluster_k: int = param(40, doc="clustered set: Gaussian clusters in 20-d", source="deviation: spec")
+    cost_width: int = param(1000, doc="width of the step-cost comparison", source="paper: N = 1000")
+    cost_steps: int = param(30, doc="timed steps per arm in the cost comparison", source="deviation: time")
+
+    def __post_init__(self) -> None:
+        _check_p("p_keep", self.p_keep)
+        _check_p("g1_p_keep", self.g1_p_keep)
+        positive = (
+            "g1_pairs", "g1_dim", "g1_layers", "g1_width", "g1_routers", "g2_nets", "g3_width", "g3_probe",
+            "g3_lm_steps", "g4_width", "g4_narrow", "g4_epochs", "g4_seeds", "g4_batch", "cluster_n_train",
+            "cluster_n_test", "cluster_k", "cost_width", "cost_steps",
+        )  # fmt: skip
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.g3_steps < 0 or self.g4_extra_seeds < 0:
+            raise ValueError("g3_steps and g4_extra_seeds must be >= 0")
+        if self.g1_pairs < 3:
+            raise ValueError(f"g1_pairs must be >= 3 for a rank correlation, got {self.g1_pairs}")
+        lo, hi = self.g2_width_range
+        if not 1 <= lo <= hi:
+            raise ValueError(f"g2_width_range must satisfy 1 <= lo <= hi, got {self.g2_width_range}")
+        plo, phi = self.g2_p_range
+        if not 0 < plo <= phi <= 1:
+            raise ValueError(f"g2_p_range must lie in (0, 1], got {self.g2_p_range}")
+        if self.g4_lr <= 0:
+            raise ValueError(f"g4_lr must be > 0, got {self.g4_lr}")

@@ -1,0 +1,60 @@
+"""Hessian distillation: fast, specialised force fields trained on a foundation model's Hessian rows.
+
+*Towards Fast, Specialized Machine Learning Force Fields: Distilling Foundation Models via
+Energy Hessians*, Ishan Amin, Sanjeev Raja, Aditi S. Krishnapriyan, ICLR 2025, arXiv:2501.09009.
+"""
+
+from .baselines import direct_student, make_student, shuffled_labels, sign_flipped_labels
+from .batch import AtomsBatch, numbers_hash
+from .calculator import StudentCalculator, energy_drift, run_nve
+from .config import ClaimConfig, DataConfig, DistillConfig, StudentConfig
+from .data import LabelledStructures, make_clusters, read_structures, write_structures
+from .hessian import check_rows, force_jacobian, hessian_rows, sample_rows
+from .labels import TeacherLabelStore
+from .loss import AdaptiveHessianWeight, HessianDistillationLoss, energy_force_loss
+from .models import EnergyModel, TinyPaiNN, count_parameters, load_model, polynomial_envelope
+from .speed import count_flops, time_calls
+from .teachers import ASECalculatorTeacher, EnergyFunctionModel, TorchTeacher, batch_to_atoms
+from .train import DistillTrainer, evaluate, fit_normalisation
+
+__all__ = [
+    "ASECalculatorTeacher",
+    "AdaptiveHessianWeight",
+    "AtomsBatch",
+    "ClaimConfig",
+    "DataConfig",
+    "DistillConfig",
+    "DistillTrainer",
+    "EnergyFunctionModel",
+    "EnergyModel",
+    "HessianDistillationLoss",
+    "LabelledStructures",
+    "StudentCalculator",
+    "StudentConfig",
+    "TeacherLabelStore",
+    "TinyPaiNN",
+    "TorchTeacher",
+    "batch_to_atoms",
+    "check_rows",
+    "count_flops",
+    "count_parameters",
+    "direct_student",
+    "energy_drift",
+    "energy_force_loss",
+    "evaluate",
+    "fit_normalisation",
+    "force_jacobian",
+    "hessian_rows",
+    "load_model",
+    "make_clusters",
+    "make_student",
+    "numbers_hash",
+    "polynomial_envelope",
+    "read_structures",
+    "run_nve",
+    "sample_rows",
+    "shuffled_labels",
+    "sign_flipped_labels",
+    "time_calls",
+    "write_structures",
+]

@@ -1,0 +1,216 @@
+"""Training a student on energies, forces and teacher Hessian rows; evaluation helpers.
+
+Implements the training procedure of *Towards Fast, Specialized Machine Learning Force Fields:
+Distilling Foundation Models via Energy Hessians* (Ishan Amin, Sanjeev Raja, Aditi S.
+Krishnapriyan; ICLR 2025; arXiv:2501.09009), Sec. 3 (Eq. 3 objective, rows sampled per
+structure per step, adaptive λ_H) and Sec. 4 (AdamW with AMSGrad, ReduceLROnPlateau, EMA of the
+weights, gradient clipping). Outputs are normalised by the training force std σ_F and
+per-element reference energies (least squares on composition).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .config import DistillConfig
+from .data import LabelledStructures
+from .hessian import hessian_rows, sample_rows
+from .loss import AdaptiveHessianWeight, HessianDistillationLoss, energy_force_loss
+
+__all__ = ["DistillTrainer", "evaluate", "fit_normalisation"]
+
+
+def fit_normalisation(data: LabelledStructures) -> tuple[float, dict[int, float]]:
+    """σ_F (std of all training force components) and per-element energies by least squares.
+
+    Example:
+        >>> from iclr25.methods.hessian_distill import make_clusters
+        >>> ds = LabelledStructures.from_atoms(make_clusters(2, 2, seed=0, warmup_steps=1))
+        >>> sigma, ref = fit_normalisation(ds)
+        >>> sigma > 0 and sorted(ref) == [29, 79]
+        True
+    """
+    sigma = float(data.forces.double().std())
+    elements = sorted(set(data.batch.numbers.tolist()))
+    counts = np.zeros((len(data), len(elements)))
+    for b in range(len(data)):
+        z = data.batch.numbers[int(data.batch.ptr[b]) : int(data.batch.ptr[b + 1])].numpy()
+        counts[b] = [np.sum(z == e) for e in elements]
+    coef, *_ = np.linalg.lstsq(counts, data.energy.double().numpy(), rcond=None)
+    return sigma, {int(e): float(c) for e, c in zip(elements, coef, strict=True)}
+
+
+def evaluate(model: nn.Module, data: LabelledStructures, *, chunk: int = 64) -> dict[str, float]:
+    """Force MAE (mean |ΔF| over components, eV/Å), force L2MAE and per-atom energy MAE (eV/atom).
+
+    One definition for students and teachers (Trap 8): means over all atoms of the set.
+    """
+    was = model.training
+    model.eval()
+    f_abs, f_l2, e_abs, n_atoms = 0.0, 0.0, 0.0, 0
+    for start in range(0, len(data), chunk):
+        part = data.select(range(start, min(start + chunk, len(data))))
+        out = model(part.batch)
+        df = out["forces"].detach().double() - part.forces.double()
+        f_abs += float(df.abs().sum())
+        f_l2 += float(df.norm(dim=-1).sum())
+        n = part.batch.sizes.double()
+        e_abs += float(((out["energy"].detach().double() - part.energy.double()).abs() / n).sum())
+        n_atoms += int(part.forces.shape[0])
+    model.train(was)
+    return {
+        "force_mae": f_abs / (3 * n_atoms),
+        "force_l2mae": f_l2 / n_atoms,
+        "energy_mae_per_atom": e_abs / len(data),
+    }
+
+
+class DistillTrainer:
+    """Train a student with ``λ_E·L_E + λ_F·L_F + λ_H·L_H`` (Eq. 3).
+
+    Args:
+        student: the model to train (``forward(batch) -> {"energy", "forces"}``).
+        teacher_labels: an object with ``rows_for(batch, rows)`` and ``allowed_for(batch)``
+            (a :class:`~iclr25.methods.hessian_distill.TeacherLabelStore`), or ``None`` when
+            ``lambda_h == 0``.
+        config: the run settings.
+
+    Attributes:
+        model_: the EMA copy of the student after :meth:`fit` (used for evaluation and MD).
+        history_: per-epoch dicts (losses, validation MAE, λ_H, learning rate).
+        step_seconds_: mean wall time of a training step (report-only).
+        weight_: the :class:`AdaptiveHessianWeight` state machine.
+
+    Example:
+        >>> from iclr25.methods.hessian_distill import TinyPaiNN, make_clusters
+        >>> ds = LabelledStructures.from_atoms(make_clusters(1, 4, seed=0, warmup_steps=1), cutoff=4.0)
+        >>> cfg = DistillConfig(lambda_h=0.0, epochs=1, batch_size=2)
+        >>> tr = DistillTrainer(TinyPaiNN(hidden=8, layers=1, n_rbf=4, cutoff=4.0), None, cfg).fit(ds, ds)
+        >>> len(tr.history_)
+        1
+    """
+
+    def __init__(self, student: nn.Module, teacher_labels: Any, config: DistillConfig) -> None:
+        if config.lambda_h > 0 and teacher_labels is None:
+            raise ValueError("lambda_h > 0 needs teacher_labels")
+        self.student = student
+        self.labels = teacher_labels
+        self.config = config
+
+    def fit(self, train: LabelledStructures, val: LabelledStructures) -> DistillTrainer:
+        """Train on ``train``; ``val`` drives the LR plateau scheduler and the adaptive λ_H."""
+        cfg = self.config
+        gen = torch.Generator().manual_seed(cfg.seed)
+        sigma, atomref = fit_normalisation(train)
+        if hasattr(self.student, "set_normalisation"):
+            self.student.set_normalisation(sigma, atomref)
+        model = self.student
+        model.train()
+        ema = copy.deepcopy(model)
+        ema.requires_grad_(False)
+        opt = torch.optim.AdamW(
+            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.eps, amsgrad=cfg.amsgrad
+        )
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, factor=cfg.plateau_factor, patience=cfg.plateau_patience
+        )
+        loss_h = HessianDistillationLoss(rows_per_structure=cfg.rows_per_structure, force_std=sigma)
+        weight = AdaptiveHessianWeight(
+            base=cfg.lambda_h,
+            teacher_val_force_mae=cfg.teacher_val_force_mae,
+            band_percent=cfg.adaptive_band_percent,
+            every=cfg.adaptive_every,
+            restore=cfg.adaptive_restore,
+        )
+        running: dict[str, torch.Tensor] = {}
+        history: list[dict[str, float]] = []
+        step, step_time = 0, 0.0
+        n = len(train)
+        for _epoch in range(cfg.epochs):
+            order = torch.randperm(n, generator=gen).tolist()
+            sums = {"loss": 0.0, "l_e": 0.0, "l_f": 0.0, "l_h": 0.0}
+            n_steps = 0
+            for start in range(0, n, cfg.batch_size):
+                t0 = time.perf_counter()
+                part = train.select(order[start : start + cfg.batch_size])
+                lam_h = weight.weight
+                pred = model(part.batch)
+                l_e, l_f = energy_force_loss(pred, part.energy, part.forces, part.batch, force_std=sigma)
+                loss = cfg.lambda_e * l_e + cfg.lambda_f * l_f
+                l_h = torch.zeros(())
+                if lam_h > 0:
+                    allowed = self.labels.allowed_for(part.batch)
+                    rows = sample_rows(
+                        part.batch,
+                        cfg.rows_per_structure,
+                        gen,
+                        strategy=cfg.row_strategy,
+                        running_loss=running,
+                        allowed=allowed,
+                    )
+                    j_s = hessian_rows(
+                        model, part.batch, rows, mode=cfg.hessian_mode, create_graph=True, fd_step=cfg.fd_step
+                    )
+                    j_t = self.labels.rows_for(part.batch, rows).to(j_s.dtype)
+                    l_h = loss_h(j_s, j_t, rows, part.batch)
+                    if cfg.row_strategy == "hard":
+                        self._update_running(running, part, rows, j_s.detach(), j_t, sigma)
+                    loss = loss + lam_h * l_h
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad)
+                opt.step()
+                with torch.no_grad():
+                    for p_e, p in zip(ema.parameters(), model.parameters(), strict=True):
+                        p_e.lerp_(p, 1 - cfg.ema_decay)
+                    for b_e, b in zip(ema.buffers(), model.buffers(), strict=True):
+                        b_e.copy_(b)
+                step += 1
+                step_time += time.perf_counter() - t0
+                if lam_h > 0 and weight.state != "disabled" and step % cfg.adaptive_every == 0:
+                    weight.update(step, evaluate(ema, val)["force_mae"])
+                for k, v in (("loss", loss), ("l_e", l_e), ("l_f", l_f), ("l_h", l_h)):
+                    sums[k] += float(v.detach())
+                n_steps += 1
+            val_metrics = evaluate(ema, val)
+            sched.step(val_metrics["force_mae"])
+            history.append(
+                {
+                    **{k: v / n_steps for k, v in sums.items()},
+                    "val_force_mae": val_metrics["force_mae"],
+                    "lambda_h": weight.weight,
+                    "lr": opt.param_groups[0]["lr"],
+                }
+            )
+        ema.eval()
+        self.model_ = ema
+        self.history_ = history
+        self.weight_ = weight
+        self.step_seconds_ = step_time / max(step, 1)
+        return self
+
+    @staticmethod
+    def _update_running(
+        running: dict[str, torch.Tensor],
+        part: LabelledStructures,
+        rows: torch.Tensor,
+        j_s: torch.Tensor,
+        j_t: torch.Tensor,
+        sigma: float,
+    ) -> None:
+        """Exponential running per-row loss for hard mining (NaN = never visited)."""
+        err = ((j_s - j_t) / sigma).norm(dim=-1).sum(dim=1)  # [R]
+        for k in range(rows.shape[0]):
+            b = int(rows[k, 0])
+            sid = part.batch.ids[b]
+            if sid not in running:
+                running[sid] = torch.full((3 * int(part.batch.sizes[b]),), float("nan"), dtype=torch.float64)
+            r = 3 * int(rows[k, 1]) + int(rows[k, 2])
+            old = running[sid][r]
+            running[sid][r] = err[k] if torch.isnan(old) else 0.9 * old + 0.1 * err[k]

@@ -1,0 +1,101 @@
+"""InvMSAFold: structure → low-rank Potts model → fast, diverse sequences.
+
+*Fast Uncovering of Protein Sequence Diversity from Structure*, Luca Alessandro Silva, Barthelemy
+Meynard-Piganeau, Carlo Lucibello, Christoph Feinauer, ICLR 2025, arXiv:2406.11975.
+"""
+
+from .baselines import IFAR
+from .config import ClaimConfig, DecoderConfig, LatticeConfig, SampleConfig, TrainConfig
+from .data import (
+    LATTICE_ALPHABET,
+    PROTEIN_ALPHABET,
+    decode,
+    encode,
+    pad_batch,
+    read_a3m,
+    read_fasta,
+    subsample_rows,
+    write_fasta,
+)
+from .decoder import InvMSAFold
+from .encoders import LatticeEncoder, PrecomputedEmbeddings, StructureEncoder
+from .lattice import (
+    MJ_ORDER,
+    MJ_TABLE,
+    LatticeStructure,
+    LatticeWorld,
+    contact_energy,
+    count_hamiltonian_paths_dp,
+    enumerate_compact_walks,
+    mj_matrix,
+    sample_msa,
+)
+from .metrics import connected_covariance, covariance_pearson, hamming_to, mean_pairwise_hamming, pca_kl
+from .potts import (
+    ARPotts,
+    PottsParams,
+    ar_fields,
+    ar_frobenius_sq,
+    ar_log_prob,
+    conditional_logits,
+    lowrank_energy,
+    pseudo_log_likelihood,
+    pw_frobenius_sq,
+    read_adabmdca_text,
+    read_npz,
+    write_adabmdca_text,
+    write_npz,
+)
+from .train import invmsafold_loss, train_ifar, train_invmsafold
+
+__all__ = [
+    "IFAR",
+    "LATTICE_ALPHABET",
+    "MJ_ORDER",
+    "MJ_TABLE",
+    "PROTEIN_ALPHABET",
+    "ARPotts",
+    "ClaimConfig",
+    "DecoderConfig",
+    "InvMSAFold",
+    "LatticeConfig",
+    "LatticeEncoder",
+    "LatticeStructure",
+    "LatticeWorld",
+    "PottsParams",
+    "PrecomputedEmbeddings",
+    "SampleConfig",
+    "StructureEncoder",
+    "TrainConfig",
+    "ar_fields",
+    "ar_frobenius_sq",
+    "ar_log_prob",
+    "conditional_logits",
+    "connected_covariance",
+    "contact_energy",
+    "count_hamiltonian_paths_dp",
+    "covariance_pearson",
+    "decode",
+    "encode",
+    "enumerate_compact_walks",
+    "hamming_to",
+    "invmsafold_loss",
+    "lowrank_energy",
+    "mean_pairwise_hamming",
+    "mj_matrix",
+    "pad_batch",
+    "pca_kl",
+    "pseudo_log_likelihood",
+    "pw_frobenius_sq",
+    "read_a3m",
+    "read_adabmdca_text",
+    "read_fasta",
+    "read_npz",
+    "sample_msa",
+    "subsample_rows",
+    "train_ifar",
+    "train_invmsafold",
+    "write_adabmdca_text",
+    "write_fasta",
+    "write_npz",
+]

@@ -1,0 +1,166 @@
+"""Structure encoders for InvMSAFold: per-residue embeddings from a structure.
+
+*Fast Uncovering of Protein Sequence Diversity from Structure*, Silva, Meynard-Piganeau, Lucibello,
+Feinauer, ICLR 2025, arXiv:2406.11975. The paper feeds the frozen ESM-IF1 encoder's 512-d
+per-residue embeddings to its decoder (Sec. 3). Here the encoder is pluggable:
+
+- :class:`LatticeEncoder`: a small transformer over contact-map rows, coordinates and positions of a
+  lattice structure, trained jointly with the decoder;
+- :class:`PrecomputedEmbeddings`: frozen embeddings (e.g. ESM-IF1 at paper scale) from a local
+  ``.pt`` or ``.npz`` file keyed by domain id.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .lattice import LatticeStructure
+
+__all__ = ["LatticeEncoder", "PrecomputedEmbeddings", "StructureEncoder"]
+
+
+@runtime_checkable
+class StructureEncoder(Protocol):
+    """Anything with ``embed(structure) -> [L, E]`` and an ``embed_dim``."""
+
+    embed_dim: int
+
+    def embed(self, structure: object) -> Tensor:
+        """Per-residue embeddings ``[L, E]``."""
+        ...
+
+
+def _positions(length: int, width: int) -> Tensor:
+    """Sinusoidal position features ``[L, width]``."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.exp(-math.log(100.0) * torch.arange(0, width, 2, dtype=torch.float32) / width)
+    out = torch.zeros(length, width)
+    out[:, 0::2] = torch.sin(pos * freq)
+    out[:, 1::2] = torch.cos(pos * freq)
+    return out
+
+
+class LatticeEncoder(nn.Module):
+    """Transformer over per-residue lattice features: contact-map row, coordinates, position.
+
+    Self-attention scores get a learned per-head bias on contacting pairs (read from the
+    contact-map part of the features), so residues in contact exchange information directly.
+
+    Args:
+        max_len: longest chain (contact-map rows are padded to this width).
+        coord_dim: lattice dimension (2 or 3).
+        d_model: output width E.
+        n_layers: transformer encoder layers.
+        n_heads: attention heads.
+
+    Shape:
+        ``forward(feats [B, L, F], padding_mask [B, L]) -> [B, L, d_model]``.
+
+    Example:
+        >>> enc = LatticeEncoder(max_len=4, coord_dim=2, d_model=8, n_layers=1, n_heads=2)
+        >>> s = LatticeStructure.from_coords(np.array([[0, 0], [0, 1], [1, 1], [1, 0]]))
+        >>> enc.embed(s).shape
+        torch.Size([4, 8])
+    """
+
+    def __init__(self, *, max_len: int, coord_dim: int, d_model: int, n_layers: int, n_heads: int) -> None:
+        super().__init__()
+        if max_len < 2 or coord_dim < 1 or d_model < 1 or n_layers < 1 or d_model % n_heads:
+            raise ValueError("need max_len >= 2, coord_dim >= 1, n_layers >= 1, d_model divisible by n_heads")
+        self.max_len, self.coord_dim, self.embed_dim = max_len, coord_dim, d_model
+        self.n_pos = 8
+        self.inp = nn.Linear(max_len + coord_dim + self.n_pos, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, n_heads, 4 * d_model, dropout=0.0, batch_first=True)
+        self.layers = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.n_heads = n_heads
+        self.contact_bias = nn.Parameter(torch.full((n_heads,), 2.0))
+
+    def features(self, structure: LatticeStructure) -> Tensor:
+        """Per-residue input features ``[L, max_len + coord_dim + 8]`` (no parameters)."""
+        if not isinstance(structure, LatticeStructure):
+            raise TypeError(f"LatticeEncoder needs a LatticeStructure, got {type(structure).__name__}")
+        L = structure.length
+        if self.max_len < L or structure.coords.shape[1] != self.coord_dim:
+            raise ValueError(
+                f"structure of length {L} / dim {structure.coords.shape[1]} does not fit the encoder"
+            )
+        cmap = torch.zeros(L, self.max_len)
+        cmap[:, :L] = torch.from_numpy(structure.contact_map())
+        xyz = torch.from_numpy(structure.coords.astype(np.float32))
+        xyz = (xyz - xyz.mean(0)) / max(1.0, float(xyz.std()))
+        return torch.cat([cmap, xyz, _positions(L, self.n_pos)], -1)
+
+    def forward(self, feats: Tensor, padding_mask: Tensor | None = None) -> Tensor:
+        """Embeddings ``[B, L, E]`` (zero at padded positions)."""
+        B, L, _ = feats.shape
+        cmap = feats[..., :L]  # [B, L, L] contact map (columns beyond L are padding)
+        bias = self.contact_bias[None, :, None, None] * cmap[:, None]  # [B, H, L, L]
+        if padding_mask is not None:
+            bias = bias.masked_fill(padding_mask[:, None, None, :], float("-inf"))
+        x = self.layers(self.inp(feats), mask=bias.reshape(B * self.n_heads, L, L))
+        return x if padding_mask is None else x.masked_fill(padding_mask[..., None], 0.0)
+
+    def embed(self, structure: LatticeStructure) -> Tensor:
+        """``[L, E]`` embeddings of one structure."""
+        p = next(self.parameters())
+        return self(self.features(structure).to(p.device, p.dtype)[None])[0]
+
+
+class PrecomputedEmbeddings:
+    """Frozen per-residue embeddings loaded from a local file, keyed by domain id.
+
+    ``.pt`` files hold a ``{id: tensor [L, E]}`` dict (``torch.save``); ``.npz`` files one array per
+    id. This is how paper-scale ESM-IF1 embeddings (512-d) enter the model.
+
+    Args:
+        path: the file.
+
+    Example:
+        >>> import tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "emb.npz")
+        >>> np.savez(p, d1=np.zeros((3, 4), np.float32))
+        >>> PrecomputedEmbeddings(p).embed("d1").shape
+        torch.Size([3, 4])
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"embedding file {path} does not exist")
+        if path.suffix == ".npz":
+            with np.load(path) as z:
+                table = {k: torch.from_numpy(np.asarray(z[k], dtype=np.float32)) for k in z.files}
+        elif path.suffix in (".pt", ".pth"):
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+            if not isinstance(raw, dict):
+                raise ValueError(f"{path}: expected a dict of id -> [L, E] tensors")
+            table = {str(k): torch.as_tensor(v, dtype=torch.float32) for k, v in raw.items()}
+        else:
+            raise ValueError(f"{path}: unsupported embedding file type {path.suffix!r} (use .pt or .npz)")
+        if not table:
+            raise ValueError(f"{path}: no embeddings")
+        dims = {v.shape[-1] for v in table.values()}
+        if len(dims) != 1 or any(v.ndim != 2 for v in table.values()):
+            raise ValueError(f"{path}: embeddings must all be [L, E] with one E, got widths {sorted(dims)}")
+        for k, v in table.items():
+            if not torch.isfinite(v).all():
+                raise ValueError(f"{path}: embedding {k!r} has non-finite values")
+        self.table = table
+        self.embed_dim = dims.pop()
+
+    def ids(self) -> list[str]:
+        """The domain ids in the file."""
+        return sorted(self.table)
+
+    def embed(self, structure: object) -> Tensor:
+        """Embeddings of a domain id (or an object whose ``name`` is the id), ``[L, E]``."""
+        key = structure if isinstance(structure, str) else getattr(structure, "name", None)
+        if key not in self.table:
+            raise KeyError(f"no embedding for domain {key!r}")
+        return self.table[key]

@@ -1,0 +1,123 @@
+"""Configuration of the NetMoE claim check.
+
+Paper: *NetMoE: Accelerating MoE Training through Dynamic Sample Placement*, Xinyi Liu, Yujie Wang,
+Fangcheng Fu, Xupeng Miao, Shenhan Zhu, Xiaonan Nie, Bin Cui, ICLR 2025, OpenReview ``1qP3lsatCR``
+(no arXiv version established). The paper's cluster (Table 2) is 4 nodes x 8 GPUs with 400 GB/s
+NVLink and 100 GB/s InfiniBand. :class:`ClaimConfig` sizes the three checks: G1 (modelled
+All-to-All gain), G2 (solver optimality) and G3 (distributed functional equivalence).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from iclr25._core.config import param
+
+__all__ = ["ClaimConfig"]
+
+
+@dataclass(frozen=True)
+class ClaimConfig:
+    """Sizes of the NetMoE claim check.
+
+    Example:
+        >>> ClaimConfig().nodes, ClaimConfig().gpus_per_node
+        (2, 4)
+    """
+
+    nodes: int = param(
+        2, doc="G1: N nodes of the modelled cluster", source="deviation: 2 of the paper's 4 nodes"
+    )
+    gpus_per_node: int = param(4, doc="G1: G devices per node", source="deviation: 4 of the paper's 8 GPUs")
+    bw_intra: float = param(
+        400e9, doc="G1: B_intra, NVLink bytes/s per device", source="paper: Table 2, 400 GB/s"
+    )
+    bw_inter: float = param(
+        100e9, doc="G1: B_inter, InfiniBand bytes/s per device", source="paper: Table 2, 100 GB/s"
+    )
+    bytes_per_token: int = param(
+        2048, doc="G1: s, bytes per token copy (d = 1024 in bf16)", source="paper: GPT-MoE hidden 1024, bf16"
+    )
+    num_experts: int = param(
+        32, doc="G1: E experts, round-robin over devices", source="deviation: spec G1, E = 32"
+    )
+    samples: int = param(
+        64, doc="G1: I samples per iteration (global batch)", source="deviation: spec G1, I = 64"
+    )
+    seq_len: int = param(256, doc="G1: S tokens per sample", source="deviation: spec G1, S = 256")
+    top_k: int = param(2, doc="k experts per token", source="paper: top-2 gating")
+    beta: float = param(
+        0.1,
+        doc="G1: Dirichlet concentration of per-sample routing (strong locality)",
+        source="deviation: spec, 0.1",
+    )
+    trace_seeds: int = param(5, doc="G1: synthetic traces per run", source="deviation: spec, 5 trace seeds")
+    beta_sweep: tuple[float, ...] = param(
+        (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0),
+        doc="G1 figure: beta values of the gain-vs-locality curve",
+        source="deviation: log grid over strong to no locality",
+    )
+    opt_instances: int = param(50, doc="G2: random small instances", source="deviation: spec G2, 50")
+    opt_max_samples: int = param(16, doc="G2: largest I of an instance", source="deviation: spec G2, I <= 16")
+    g3_nodes: int = param(
+        2, doc="G3: nodes of the gloo run", source="deviation: spec G3, 2 x 2 on 4 processes"
+    )
+    g3_gpus_per_node: int = param(2, doc="G3: processes per node", source="deviation: spec G3, 2 x 2")
+    g3_seeds: int = param(3, doc="G3: data/parameter seeds", source="deviation: spec G3, 3 seeds")
+    g3_d_model: int = param(32, doc="G3: d of the block", source="deviation: spec G3, d = 32")
+    g3_experts: int = param(
+        4, doc="G3: experts (one per rank at 2 x 2)", source="deviation: spec G3, 4 experts"
+    )
+    g3_samples: int = param(8, doc="G3: I global batch", source="deviation: spec G3, I = 8")
+    g3_seq_len: int = param(16, doc="G3: S", source="deviation: spec G3, S = 16")
+    g3_timed_steps: int = param(
+        5,
+        doc="G3: emulated-bandwidth steps timed per placement (report-only)",
+        source="deviation: report-only",
+    )
+    emulate_bw_inter: float = param(
+        1e5,
+        doc="G3 emulator: inter-node bytes/s slept for",
+        source="deviation: scaled so the d = 32 traffic dominates a step, as on the paper's cluster",
+    )
+    emulate_bw_intra: float = param(
+        4e5, doc="G3 emulator: intra-node bytes/s slept for", source="deviation: keeps the paper's 1:4 ratio"
+    )
+    lm_enabled: bool = param(
+        True, doc="train the tiny MoE LM and measure its real routing", source="deviation: on"
+    )
+    lm_steps: int = param(200, doc="tiny LM: AdamW steps", source="deviation: about a minute on 2 cores")
+    lm_docs: int = param(2000, doc="tiny LM: training documents", source="deviation: synthetic domains")
+    lm_domains: int = param(8, doc="tiny LM: Markov-chain domains", source="deviation: synthetic domains")
+    lm_seq_len: int = param(64, doc="tiny LM: tokens per sample", source="deviation: CPU scale")
+    lm_eval_samples: int = param(
+        64, doc="tiny LM: I of the measured routing batch", source="deviation: I = 64"
+    )
+    solver_samples: int = param(512, doc="solver timing: I", source="paper: global batch up to 512")
+    solver_nodes: int = param(4, doc="solver timing: N", source="paper: 4 nodes")
+    solver_gpus_per_node: int = param(8, doc="solver timing: G", source="paper: 8 GPUs per node")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or f.name in ("beta_sweep",):
+                continue
+            if isinstance(v, (int, float)) and v <= 0 and f.name != "g3_timed_steps":
+                raise ValueError(f"{f.name} must be > 0, got {v}")
+        if self.g3_timed_steps < 0:
+            raise ValueError(f"g3_timed_steps must be >= 0, got {self.g3_timed_steps}")
+        if not self.beta_sweep or min(self.beta_sweep) <= 0:
+            raise ValueError(f"beta_sweep must hold positive values, got {self.beta_sweep}")
+        j = self.nodes * self.gpus_per_node
+        if self.samples % j or self.num_experts % j:
+            raise ValueError(f"samples and num_experts must be divisible by nodes * gpus_per_node = {j}")
+        g3 = self.g3_nodes * self.g3_gpus_per_node
+        if self.g3_samples % g3 or self.g3_experts % g3:
+            raise ValueError(f"g3_samples and g3_experts must be divisible by g3 world size {g3}")
+        if self.solver_samples % (self.solver_nodes * self.solver_gpus_per_node):
+            raise ValueError("solver_samples must be divisible by solver_nodes * solver_gpus_per_node")
+        if self.top_k > min(self.num_experts, self.g3_experts, 8):
+            raise ValueError(f"top_k={self.top_k} exceeds the number of experts")
+        if self.lm_eval_samples % 8:
+            raise ValueError("lm_eval_samples must be divisible by the 8 devices of the LM topology")

@@ -1,0 +1,158 @@
+"""COMET MLP: closed form, routing independence, gradients, baselines."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from iclr25.methods.comet import (
+    COMETMLP,
+    BernoulliMaskMLP,
+    ClaimConfig,
+    COMETConfig,
+    DenseMLP,
+    MoEMLP,
+    ResampledRoutingMLP,
+    TopKMLP,
+    smaller_widths,
+    train_mlp,
+)
+
+
+def _xy(n: int = 64, d: int = 6, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def test_p_keep_one_equals_dense_bit_for_bit() -> None:
+    x, _ = _xy()
+    comet = COMETMLP(6, (16, 16, 16), 3, p_keep=1.0, seed=4)
+    dense = DenseMLP(6, (16, 16, 16), 3, seed=4)
+    assert torch.equal(comet(x), dense(x))
+
+
+def test_same_seed_gives_same_backbone_across_variants() -> None:
+    a = COMETMLP(6, (16,), 3, p_keep=0.5, seed=2)
+    b = DenseMLP(6, (16,), 3, seed=2)
+    assert torch.equal(a.layers[0].weight, b.layers[0].weight)
+    assert torch.equal(a.output.bias, b.output.bias)
+
+
+def test_masks_post_activation() -> None:
+    """With softplus f(0) != 0: masked units output exactly 0 (mask after f, not before)."""
+    x, _ = _xy()
+    net = COMETMLP(6, (16,), 3, p_keep=0.25, seed=0)
+    _, masks, states = net.forward_all(x)
+    assert torch.all(states[0][~masks[0]] == 0)
+    assert torch.all(states[0][masks[0]] > 0)
+
+
+def test_routing_independent_of_w_and_mode() -> None:
+    x, _ = _xy()
+    net = COMETMLP(6, (16, 16), 3, p_keep=0.5, seed=0)
+    masks = net.masks(x)
+    with torch.no_grad():
+        for lin in net.layers:
+            lin.weight.add_(torch.randn_like(lin.weight))
+    assert all(torch.equal(a, b) for a, b in zip(net.masks(x), masks, strict=True))
+    net.train()
+    train_masks = net(x, return_masks=True)[1]
+    net.eval()
+    assert all(torch.equal(a, b) for a, b in zip(train_masks, masks, strict=True))
+    moved = net.masks(x + 0.5 * torch.randn_like(x))
+    assert not all(torch.equal(a, b) for a, b in zip(moved, masks, strict=True))
+
+
+def test_gradients_only_through_kept_units() -> None:
+    x, y = _xy(1)
+    net = COMETMLP(6, (12, 12), 3, p_keep=0.25, seed=0)
+    out, masks = net(x, return_masks=True)
+    torch.nn.functional.cross_entropy(out, y).backward()
+    for v in net.router.weights:
+        assert v.grad is None
+    for lin, m in zip(net.layers, masks, strict=True):
+        dead = ~m[0]
+        assert torch.all(lin.weight.grad[dead] == 0) and torch.all(lin.bias.grad[dead] == 0)
+        assert lin.weight.grad[m[0]].abs().sum() > 0
+    assert net.output.weight.grad.abs().sum() > 0
+
+
+def test_swap_guard_layerwise_moves_comet_does_not() -> None:
+    x, y = _xy(96)
+    probe = x[:32]
+    results = {}
+    for routing in ("comet", "layerwise"):
+        net = COMETMLP(6, (32, 32), 3, p_keep=0.5, seed=0, routing=routing)
+        before = net.masks(probe)
+        train_mlp(net, x, y, epochs=1, batch_size=96, lr=0.05)
+        results[routing] = all(torch.equal(a, b) for a, b in zip(net.masks(probe), before, strict=True))
+    assert results == {"comet": True, "layerwise": False}
+
+
+def test_topk_masks_follow_weights() -> None:
+    x, y = _xy(96)
+    net = TopKMLP(6, (32, 32), 3, p_keep=0.5, seed=0)
+    before = net(x, return_masks=True)[1]
+    assert [int(m.sum(-1).unique().item()) for m in before] == [16, 16]
+    train_mlp(net, x, y, epochs=1, batch_size=96, lr=0.05)
+    assert not torch.equal(net(x, return_masks=True)[1][1], before[1])
+
+
+def test_smaller_widths_and_dropout() -> None:
+    assert smaller_widths((1000, 100, 3), 0.5) == (500, 50, 1)
+    net = DenseMLP(6, (16,), 3, dropout=0.5)
+    x, _ = _xy()
+    net.eval()
+    assert torch.equal(net(x), net(x))
+    with pytest.raises(ValueError, match="dropout"):
+        DenseMLP(6, (16,), 3, dropout=1.0)
+
+
+def test_bernoulli_masks_fixed_per_example_and_off_at_test() -> None:
+    x, _ = _xy(8)
+    net = BernoulliMaskMLP(6, (40,), 3, n_examples=8, p_bernoulli=0.5, seed=0, mask_seed=1).train()
+    idx = torch.arange(8)
+    m1 = net(x, return_masks=True, index=idx)[1][0]
+    m2 = net(x, return_masks=True, index=idx.flip(0))[1][0]
+    assert torch.equal(m1, m2.flip(0))
+    assert 0.3 < float(m1.float().mean()) < 0.7
+    net.eval()
+    assert bool(net(x, return_masks=True, index=idx)[1][0].all())
+
+
+def test_resampled_router_changes_every_call() -> None:
+    x, _ = _xy(4)
+    net = ResampledRoutingMLP(6, (64,), 3, p_keep=0.5, seed=0)
+    assert not torch.equal(net(x, return_masks=True)[1][0], net(x, return_masks=True)[1][0])
+
+
+def test_moe_gate_gets_gradient_parity_gate_does_not() -> None:
+    x, y = _xy(32)
+    for parity, expect in ((False, True), (True, False)):
+        moe = MoEMLP(6, (16,), 3, p_keep=0.5, seed=0, paper_parity=parity)
+        loss = torch.nn.functional.cross_entropy(moe(x), y)
+        if moe.aux_loss is not None:
+            loss = loss + moe.aux_loss
+        loss.backward()
+        g = moe.gate[0].weight.grad
+        assert (g is not None and bool(g.abs().sum() > 0)) is expect
+    assert MoEMLP(6, (16,), 3, p_keep=0.3).n_experts == 3
+
+
+def test_train_mlp_is_deterministic_and_regression_works() -> None:
+    x, y = _xy()
+    a = train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=2, batch_size=16, seed=3)
+    b = train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=2, batch_size=16, seed=3)
+    assert a.step_loss == b.step_loss
+    t = x[:, :2].sum(-1, keepdim=True)
+    log = train_mlp(COMETMLP(6, (32,), 1, p_keep=0.5), x, t, task="regression", epochs=10, lr=1e-2,
+                    batch_size=64, X_eval=x, y_eval=t)  # fmt: skip
+    assert log.epoch_metric[-1] < log.epoch_metric[0]
+
+
+def test_configs_validate() -> None:
+    with pytest.raises(ValueError, match="p_keep"):
+        COMETConfig(p_keep=0.0)
+    with pytest.raises(ValueError, match="g4_width"):
+        ClaimConfig(g4_width=0)
+    assert COMETConfig.cpu_default().replace(lr=0.1).lr == 0.1

@@ -1,0 +1,115 @@
+"""Per-rank functions of the distributed NetMoE tests (module level, so child processes can import them)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from iclr25.methods.netmoe import (
+    DenseMoE,
+    ExpertParallelMoE,
+    Placement,
+    Topology,
+    all_to_all_v,
+    make_block_batch,
+    probe_all_to_all,
+)
+
+
+def probe(rank: int, world: int) -> bool:
+    return probe_all_to_all()
+
+
+def skewed_routing(rank: int, world: int, placement: str) -> dict:
+    """All tokens routed to experts 0 and 1: the other ranks receive no tokens, their experts idle."""
+    topo = Topology(2, world // 2, bytes_per_token=16 * 4)
+    gen_seed = 5
+    layer = ExpertParallelMoE(16, 32, world, 2, topology=topo, placement=placement,
+                              generator=torch.Generator().manual_seed(gen_seed))  # fmt: skip
+    dense = DenseMoE(16, 32, world, 2, generator=torch.Generator().manual_seed(gen_seed))
+    with torch.no_grad():
+        for m in (layer, dense):
+            m.norm.weight.zero_()  # LN(h) = bias for every token: one routing decision for all
+            m.norm.bias.fill_(1.0)
+            m.gate.zero_()
+            m.gate[:, 0] = 2.0
+            m.gate[:, 1] = 1.0
+    h_all, _, _ = make_block_batch(2 * world, 4, 16, 3, seed=1)
+    ids = torch.arange(rank * 2, rank * 2 + 2)
+    h = h_all[ids].clone().requires_grad_(True)
+    y, new_ids, stats = layer(h, ids)
+    y.sum().backward()
+    y_ref, ref_ids, _ = dense(h_all)
+    y_ref.sum().backward()
+    lo = rank
+    return {
+        "out_err": float((y.detach() - y_ref.detach()[new_ids]).abs().max()),
+        # an idle expert takes no part in the graph: no gradient, as the dense zeros
+        "grad_err": float(
+            ((layer.w1.grad if layer.w1.grad is not None else 0.0) - dense.w1.grad[lo : lo + 1]).abs().max()
+        ),
+        "idle_grad_none": layer.w1.grad is None,
+        "received": int(stats.dispatch_links[:, rank].sum()),
+        "experts_used": sorted(set(ref_ids.unique().tolist())),
+        "placement": stats.placement.device_of_sample.tolist(),
+    }
+
+
+def split_mismatch(rank: int, world: int) -> str:
+    x = torch.ones(world, 2)
+    recv = [1] * world
+    if rank == 1:
+        recv[0] = 3  # this rank expects rows that rank 0 will not send
+    try:
+        all_to_all_v(x, [1] * world, recv)
+    except ValueError as err:
+        return str(err)
+    return "no error"
+
+
+def topology_mismatch(rank: int, world: int) -> str:
+    try:
+        ExpertParallelMoE(8, 8, 4, 2, topology=Topology(2, 2))
+    except ValueError as err:
+        return str(err)
+    return "no error"
+
+
+def uneven_batch(rank: int, world: int) -> str:
+    layer = ExpertParallelMoE(8, 8, 2 * world, 2, topology=Topology(world, 1))
+    n = 2 + rank
+    ids = torch.arange(sum(2 + r for r in range(rank)), sum(2 + r for r in range(rank)) + n)
+    try:
+        layer(torch.randn(n, 3, 8), ids)
+    except ValueError as err:
+        return str(err)
+    return "no error"
+
+
+def callable_placement(rank: int, world: int) -> dict:
+    """A user placement callable and a predicted-num callable; the reversed placement is honoured."""
+    topo = Topology(world, 1, bytes_per_token=8 * 4)
+
+    def reverse(num: np.ndarray, t: Topology) -> Placement:
+        per = num.shape[0] // t.devices
+        return Placement((t.devices - 1 - np.arange(num.shape[0]) // per).astype(np.int64))
+
+    seen = {}
+
+    def predicted(h: torch.Tensor, sample_ids: torch.Tensor) -> torch.Tensor:
+        seen["called"] = True
+        return torch.ones(h.shape[0], world, dtype=torch.int64)
+
+    layer = ExpertParallelMoE(8, 8, 2 * world, 2, topology=topo, placement=reverse, num_source=predicted,
+                              generator=torch.Generator().manual_seed(0))  # fmt: skip
+    h_all, _, _ = make_block_batch(2 * world, 3, 8, 3, seed=0)
+    ids = torch.arange(2 * rank, 2 * rank + 2)
+    y, new_ids, stats = layer(h_all[ids], ids)
+    dense = DenseMoE(8, 8, 2 * world, 2, generator=torch.Generator().manual_seed(0))
+    y_ref, _, _ = dense(h_all)
+    return {
+        "new_ids": new_ids.tolist(),
+        "called": seen.get("called", False),
+        "num_rows": stats.num.tolist(),
+        "out_err": float((y.detach() - y_ref.detach()[new_ids]).abs().max()),
+    }

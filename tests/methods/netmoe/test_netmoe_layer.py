@@ -1,0 +1,155 @@
+"""The expert-parallel layer on local gloo processes: equivalence, byte counters, edge cases, errors.
+
+Every distributed test runs under ``launch.run`` with a wall-clock timeout, collective timeouts and
+a free loopback port; it is skipped when no loopback port can be bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import netmoe_helpers as hp
+import pytest
+import torch
+
+from iclr25.methods.netmoe import (
+    DenseMoE,
+    EquivalenceSpec,
+    equivalence_worker,
+    global_token_loss,
+    placed_labels,
+)
+from iclr25.methods.netmoe.launch import free_port, run
+
+TIMEOUTS = {"timeout_s": 90.0, "collective_timeout_s": 30.0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _loopback() -> None:
+    try:
+        free_port()
+    except OSError:
+        pytest.skip("no loopback port can be bound")
+
+
+def _check(res: dict, moved: bool = True) -> None:
+    for name in ("identity", "netmoe"):
+        r = res[name]
+        assert r["out_err"] <= 1e-6, (name, r)
+        assert max(r["grad_expert_err"], r["grad_gate_err"], r["grad_norm_err"]) <= 1e-5, (name, r)
+        assert r["loss_err"] <= 1e-6
+        assert r["bytes_exact"] == 1.0 and r["placement_agree"] == 1.0
+    assert res["netmoe"]["out_err_vs_identity"] <= 1e-6
+    if moved:
+        assert res["netmoe"]["moved"] > 0
+        assert res["stale_labels"]["loss_err"] > 1e-4  # labels left behind: the loss changes
+
+
+def test_world_size_one_equals_dense() -> None:
+    res = run(equivalence_worker, 1, EquivalenceSpec(nodes=1, gpus_per_node=1, samples=4), **TIMEOUTS)[0]
+    _check(res, moved=False)
+    assert res["identity"]["combine_inter_bytes"] == 0.0
+
+
+def test_two_ranks_equal_forward_backward_and_bytes() -> None:
+    res = run(equivalence_worker, 2, EquivalenceSpec(nodes=2, gpus_per_node=1, samples=8), **TIMEOUTS)
+    _check(res[0])
+    for name in ("identity", "netmoe"):  # every rank reports the same all-reduced numbers
+        a, b = (dict(r[name]) for r in res)
+        a.pop("solve_s"), b.pop("solve_s")  # the solver runs on rank 0 only
+        assert a == b
+
+
+@pytest.mark.parametrize("residual", ["expert_side", "migrate"])
+def test_four_ranks_both_residual_modes(residual: str) -> None:
+    spec = EquivalenceSpec(residual=residual, seed=0)
+    res = run(equivalence_worker, 4, spec, **TIMEOUTS)[0]
+    _check(res, moved=residual == "expert_side")
+    if residual == "expert_side":
+        assert res["netmoe"]["combine_inter_bytes"] < res["identity"]["combine_inter_bytes"]
+
+
+def test_capacity_drops_by_global_token_id() -> None:
+    spec = EquivalenceSpec(nodes=2, gpus_per_node=1, capacity_factor=0.5, seed=2)
+    _check(run(equivalence_worker, 2, spec, **TIMEOUTS)[0])
+
+
+def test_dense_capacity_drops_change_output() -> None:
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(4, 8, 16, generator=g)
+    full = DenseMoE(16, 16, 4, 2, generator=torch.Generator().manual_seed(1))(h)[0]
+    capped = DenseMoE(16, 16, 4, 2, generator=torch.Generator().manual_seed(1), capacity_factor=0.25)(h)[0]
+    assert not torch.allclose(full, capped)
+
+
+@pytest.mark.parametrize("placement", ["identity", "netmoe", "random"])
+def test_zero_tokens_on_a_rank_and_idle_experts(placement: str) -> None:
+    res = run(hp.skewed_routing, 4, placement, **TIMEOUTS)
+    assert res[0]["experts_used"] == [0, 1]
+    assert res[2]["received"] == 0 and res[3]["received"] == 0  # no tokens for experts 2 and 3
+    assert res[3]["idle_grad_none"] and not res[0]["idle_grad_none"]
+    for r in res:
+        assert r["out_err"] <= 1e-6 and r["grad_err"] <= 1e-5
+        assert r["placement"] == res[0]["placement"]
+
+
+def test_all_to_all_single_probe() -> None:
+    assert run(hp.probe, 3, **TIMEOUTS) == [True, True, True]
+
+
+def test_split_size_mismatch_raises_on_every_rank() -> None:
+    msgs = run(hp.split_mismatch, 2, **TIMEOUTS)
+    assert all("disagree" in m for m in msgs), msgs
+
+
+def test_topology_mismatch_and_uneven_batch_raise() -> None:
+    assert all("process group has 2 ranks" in m for m in run(hp.topology_mismatch, 2, **TIMEOUTS))
+    assert all("same [I_loc, S]" in m for m in run(hp.uneven_batch, 2, **TIMEOUTS))
+
+
+def test_callable_placement_and_num_source() -> None:
+    res = run(hp.callable_placement, 2, **TIMEOUTS)
+    assert res[0]["new_ids"] == [2, 3] and res[1]["new_ids"] == [0, 1]
+    assert res[0]["called"] and res[0]["num_rows"] == [[1, 1]] * 4
+    assert all(r["out_err"] <= 1e-6 for r in res)
+
+
+def test_rank_error_is_reported_not_hung() -> None:
+    with pytest.raises(RuntimeError, match="not divisible"):
+        run(equivalence_worker, 2, EquivalenceSpec(nodes=2, gpus_per_node=1, samples=5), **TIMEOUTS)
+
+
+def test_labels_and_global_loss_helpers() -> None:
+    labels = torch.arange(12).view(4, 3)
+    assert placed_labels(labels, torch.tensor([3, 1])).tolist() == [[9, 10, 11], [3, 4, 5]]
+    assert float(global_token_loss(torch.tensor(6.0), 3)) == 2.0
+
+
+@pytest.mark.slow
+def test_four_ranks_more_seeds() -> None:
+    for seed in range(1, 4):
+        _check(run(equivalence_worker, 4, dataclasses.replace(EquivalenceSpec(), seed=seed), **TIMEOUTS)[0])
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs >= 2 GPUs")
+def test_nccl_two_gpus_equal_forward_backward() -> None:
+    spec = EquivalenceSpec(nodes=2, gpus_per_node=1, device="cuda")
+    _check(run(equivalence_worker, 2, spec, backend="nccl", **TIMEOUTS)[0])
+
+
+@pytest.mark.slow
+def test_torchrun_demo_on_cpu() -> None:
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    port = free_port()
+    out = subprocess.run(
+        [torchrun, "--nproc-per-node", "4", "--master-port", str(port), "-m", "iclr25.methods.netmoe.demo",
+         "--gpus-per-node", "2", "--steps", "2"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("outputs equal: True") == 2
