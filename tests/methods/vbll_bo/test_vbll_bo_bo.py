@@ -177,6 +177,55 @@ def test_reference_community_model_posterior_is_diagonal_and_always_noisy() -> N
     assert float(corr) > 0.9  # two nearby points are strongly correlated under the joint posterior
 
 
+def test_reference_needs_a_refit_to_absorb_a_point_ours_conditions_without_steps() -> None:
+    vblls = pytest.importorskip("botorch_community.models.vblls")
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from iclr25.methods.vbll_bo import blr_posterior
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(17, 2, generator=g, dtype=F64)
+    Y = torch.sin(3 * X).sum(-1, keepdim=True)
+    Xn, Yn, Xq = X[16:], Y[16:], torch.tensor([[0.2, 0.7], [0.8, 0.3]], dtype=F64)
+    torch.manual_seed(0)
+    ref = vblls.VBLLModel(in_features=2, hidden_features=8, num_layers=1, device="cpu")
+    settings = {"num_epochs": 3, "patience": 10, "batch_size": 8}
+    ref.fit(X[:16], Y[:16], optimization_settings=settings)
+    ours = VBLLModel(X[:16], Y[:16], width=8, depth=1, generator=g)
+    ours.fit(FitConfig(max_epochs=3))
+    steps: list[int] = []
+    handle = register_optimizer_step_post_hook(lambda *_: steps.append(1))
+    try:
+        with pytest.raises(NotImplementedError):
+            ref.condition_on_observations(Xn, Yn)
+        with torch.no_grad():
+            before = ref.posterior(Xq).distribution.mean
+        state = {k: v.clone() for k, v in ref.model.state_dict().items()}
+        ref.fit(X, Y, optimization_settings=settings, initialization_params=state)  # the only way in
+        n_ref = len(steps)
+        with torch.no_grad():
+            assert not torch.equal(ref.posterior(Xq).distribution.mean, before)
+        backbone = {k: v.clone() for k, v in ours.backbone.state_dict().items()}
+        with torch.no_grad():
+            phi = ours.features(X)
+            ours.head.set_exact_posterior(phi[:16], Y[:16])
+            var_n = ours.posterior(Xn).variance
+            new = ours.condition_on_observations(Xn, Yn)
+        n_ours = len(steps) - n_ref
+    finally:
+        handle.remove()
+    assert n_ref == 3 * math.ceil(17 / 8) and n_ours == 0  # 3 epochs of 3 minibatches vs none
+    for k, v in new.backbone.state_dict().items():
+        assert torch.equal(v, backbone[k])  # features frozen
+    with torch.no_grad():
+        mean, cov = blr_posterior(phi, Y, ours.head.prior_var, ours.head.noise_std())
+        got_mean, got_cov = new.gaussian()
+        s2 = ours.head.noise_std().pow(2)
+        # one Gaussian observation with noise s2: the latent variance v becomes v s2 / (v + s2)
+        torch.testing.assert_close(new.posterior(Xn).variance, var_n * s2 / (var_n + s2))
+    assert (got_mean - mean).abs().max() < 1e-10 and (got_cov - cov).abs().max() < 1e-10
+
+
 def test_smoke_claim_v1_and_controls(smoke_runs) -> None:
     run, again = smoke_runs("vbll_bo")
     m = run.metrics

@@ -8,16 +8,25 @@ from .baselines import direct_student, make_student, shuffled_labels, sign_flipp
 from .batch import AtomsBatch, numbers_hash
 from .calculator import StudentCalculator, energy_drift, run_nve
 from .config import ClaimConfig, DataConfig, DistillConfig, StudentConfig
-from .data import LabelledStructures, make_clusters, read_structures, write_structures
+from .data import (
+    BROAD_ELEMENTS,
+    LabelledStructures,
+    make_broad_set,
+    make_clusters,
+    read_structures,
+    specialised_subset,
+    write_structures,
+)
 from .hessian import check_rows, force_jacobian, hessian_rows, sample_rows
 from .labels import TeacherLabelStore
 from .loss import AdaptiveHessianWeight, HessianDistillationLoss, energy_force_loss
 from .models import EnergyModel, TinyPaiNN, count_parameters, load_model, polynomial_envelope
 from .speed import count_flops, time_calls
 from .teachers import ASECalculatorTeacher, EnergyFunctionModel, TorchTeacher, batch_to_atoms
-from .train import DistillTrainer, evaluate, fit_normalisation
+from .train import DistillTrainer, evaluate, fit_normalisation, train_teacher
 
 __all__ = [
+    "BROAD_ELEMENTS",
     "ASECalculatorTeacher",
     "AdaptiveHessianWeight",
     "AtomsBatch",
@@ -46,6 +55,7 @@ __all__ = [
     "force_jacobian",
     "hessian_rows",
     "load_model",
+    "make_broad_set",
     "make_clusters",
     "make_student",
     "numbers_hash",
@@ -55,6 +65,8 @@ __all__ = [
     "sample_rows",
     "shuffled_labels",
     "sign_flipped_labels",
+    "specialised_subset",
     "time_calls",
+    "train_teacher",
     "write_structures",
 ]

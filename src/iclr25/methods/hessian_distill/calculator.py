@@ -33,6 +33,8 @@ __all__ = ["StudentCalculator", "energy_drift", "run_nve"]
 class StudentCalculator(_calc.Calculator):
     """An :class:`~iclr25.methods.hessian_distill.EnergyModel` as an ASE calculator.
 
+    Used for students and, through :meth:`TorchTeacher.as_calculator`, for NN teachers.
+
     Args:
         model: the force field (copied; evaluated in ``dtype``).
         dtype: evaluation dtype (float64 by default: MD energies without float32 noise).
@@ -92,7 +94,10 @@ class StudentCalculator(_calc.Calculator):
             [a], cutoff=self.cutoff, dtype=self.dtype, min_distance=self.min_distance
         )
         batch = batch.to(device=self.device)
-        out = self.model(batch, create_graph=False, compute_stress=periodic and "stress" in properties)
+        # ask for stress only when needed, so models without a stress option (any
+        # ``positions -> energy`` model) serve energy and forces
+        extra = {"compute_stress": True} if periodic and "stress" in properties else {}
+        out = self.model(batch, create_graph=False, **extra)
         energy = float(out["energy"].detach().double().sum())
         self.results["energy"] = energy
         self.results["free_energy"] = energy

@@ -45,6 +45,19 @@ class StudentConfig:
             raise ValueError(f"activation must be silu, softplus, tanh or relu, got {self.activation!r}")
 
     @classmethod
+    def nn_teacher(cls) -> StudentConfig:
+        """The NN teacher of mode B: hidden 128, 5 layers, 32 RBFs, 5 Å, conservative.
+
+        The same size as the teacher architecture timed by the claim check (spec: PaiNN hidden
+        128-256, 4-6 layers).
+
+        Example:
+            >>> StudentConfig.nn_teacher().hidden
+            128
+        """
+        return cls(hidden=128, layers=5, n_rbf=32, cutoff=5.0)
+
+    @classmethod
     def paper_painn_small(cls) -> StudentConfig:
         """The paper's PaiNN "small" student (hidden 128, 4 layers, 128 RBFs, 12 Å, direct forces)."""
         return cls(hidden=128, layers=4, n_rbf=128, cutoff=12.0, conservative=False)

@@ -1,4 +1,4 @@
-"""Specialised data: Cu–Au clusters from Langevin MD labelled by EMT, extxyz I/O, labelled sets.
+"""EMT-labelled data: specialised Cu–Au clusters, a broad multi-element set, extxyz I/O, labelled sets.
 
 Part of the implementation of *Towards Fast, Specialized Machine Learning Force Fields:
 Distilling Foundation Models via Energy Hessians* (Ishan Amin, Sanjeev Raja, Aditi S.
@@ -9,6 +9,12 @@ specialised subset is 13-atom Cu–Au icosahedral clusters sampled from short La
 
 Many clusters are simulated in one ``ase.Atoms`` on a grid far apart (exact for EMT, whose
 energy is a sum over fragments farther apart than its cutoff), so one EMT call advances all.
+
+:func:`make_broad_set` builds the stand-in for a foundation model's training data (teacher
+mode B): rattled, strained clusters and small periodic fcc(111)/(100) slabs over several EMT
+metals (Al, Ni, Cu, Pd, Ag, Pt, Au), single elements and alloys, labelled by EMT.
+:func:`specialised_subset` selects the chemical subset a student is distilled on (by element set
+and structure kind), as the paper selects SPICE/MPtrj subsets of the teacher's domain.
 """
 
 from __future__ import annotations
@@ -24,8 +30,21 @@ import torch
 from iclr25._core.registry import require
 
 from .batch import AtomsBatch
+from .teachers import ASECalculatorTeacher
 
-__all__ = ["LabelledStructures", "make_clusters", "read_structures", "write_structures"]
+__all__ = [
+    "BROAD_ELEMENTS",
+    "LabelledStructures",
+    "make_broad_set",
+    "make_clusters",
+    "read_structures",
+    "specialised_subset",
+    "write_structures",
+]
+
+#: fcc metals that ASE's EMT parametrises (Al, Ni, Cu, Pd, Ag, Pt, Au), by atomic number.
+BROAD_ELEMENTS: tuple[int, ...] = (13, 28, 29, 46, 47, 78, 79)
+_KINDS = ("cluster", "fcc111", "fcc100")
 
 
 def make_clusters(
@@ -129,6 +148,174 @@ def make_clusters(
                 frames[t] = []
             frames[t].append(a)
     return [a for t in range(n_trajectories) for a in frames[t]]
+
+
+def make_broad_set(
+    n_clusters: int,
+    n_slabs: int,
+    *,
+    seed: int,
+    elements: Sequence[int] = BROAD_ELEMENTS,
+    max_elements: int | None = None,
+    rattle: float = 0.1,
+    strain: float = 0.03,
+    slab_size: tuple[int, int, int] = (2, 2, 3),
+    vacuum: float = 6.0,
+    min_distance: float = 1.5,
+    prefix: str = "b",
+) -> list[Any]:
+    """A broad, multi-element set of clusters and periodic slabs labelled by EMT (teacher mode B).
+
+    Every structure draws 1..``max_elements`` distinct elements of ``elements`` and a random
+    composition; the lattice constant is the composition average of the elements' fcc lattice
+    constants (Vegard's law, ``ase.data.reference_states``), scaled by a random isotropic strain
+    ``1 + U(-strain, strain)``, and every atom is displaced by Gaussian noise of std ``rattle``.
+
+    - Clusters: 13-atom icosahedra or cuboctahedra (``ase.cluster``), non-periodic.
+    - Slabs: ``ase.build.fcc111`` / ``fcc100`` of ``slab_size`` atoms, periodic in x and y,
+      ``vacuum`` Å on each side in z.
+
+    Labels come from :class:`~iclr25.methods.hessian_distill.ASECalculatorTeacher` (EMT), and the
+    structures are checked like any batch (no pair closer than ``min_distance``).
+
+    Args:
+        n_clusters: number of clusters.
+        n_slabs: number of slabs (alternating (111) and (100) surfaces).
+        seed: seed of compositions, strains and displacements.
+        elements: atomic numbers to draw from (a subset of :data:`BROAD_ELEMENTS`).
+        max_elements: most distinct elements in one structure (default: 2, or 1 for one element).
+        rattle: std (Å) of the Gaussian displacement of every atom.
+        strain: largest relative isotropic strain of the lattice.
+        slab_size: slab repeats (x, y, layers).
+        vacuum: vacuum (Å) above and below a slab.
+        min_distance: structures with a pair closer than this (Å) raise an error.
+        prefix: id prefix; ids are ``f"{prefix}-{kind}-{k}"``.
+
+    Returns:
+        ``ase.Atoms`` list (clusters first, then slabs) with a single-point calculator holding EMT
+        energy and forces and ``info["id"]``, ``info["kind"]`` (``"cluster"``, ``"fcc111"`` or
+        ``"fcc100"``).
+
+    Raises:
+        ValueError: bad counts, an element EMT does not parametrise as an fcc metal, or
+            overlapping atoms.
+
+    Example:
+        >>> atoms = make_broad_set(2, 2, seed=0, elements=(13, 29, 79))
+        >>> [a.info["kind"] for a in atoms], [bool(a.pbc.any()) for a in atoms]
+        (['cluster', 'cluster', 'fcc111', 'fcc100'], [False, False, True, True])
+    """
+    cluster = require("ase.cluster", "hessian_distill")
+    build = require("ase.build", "hessian_distill")
+    ase_data = require("ase.data", "hessian_distill")
+    sp = require("ase.calculators.singlepoint", "hessian_distill")
+    if n_clusters < 0 or n_slabs < 0 or n_clusters + n_slabs < 1:
+        raise ValueError(
+            f"need n_clusters, n_slabs >= 0 and at least one structure, got {n_clusters}, {n_slabs}"
+        )
+    elems = [int(z) for z in elements]
+    bad = sorted(set(elems) - set(BROAD_ELEMENTS))
+    if not elems or bad or len(set(elems)) != len(elems):
+        raise ValueError(
+            f"elements must be distinct EMT fcc metals from {BROAD_ELEMENTS}, got {tuple(elems)}"
+        )
+    if max_elements is None:
+        max_elements = min(2, len(elems))
+    if not 1 <= max_elements <= len(elems):
+        raise ValueError(f"max_elements must be in [1, {len(elems)}], got {max_elements}")
+    if rattle < 0 or not 0 <= strain < 1 or vacuum <= 0 or min(slab_size) < 1:
+        raise ValueError("need rattle >= 0, 0 <= strain < 1, vacuum > 0 and slab_size >= 1")
+    rng = np.random.default_rng([seed, 11])
+    structures: list[Any] = []
+    kinds = ["cluster"] * n_clusters + [("fcc111", "fcc100")[k % 2] for k in range(n_slabs)]
+    for k, kind in enumerate(kinds):
+        k_el = int(rng.integers(1, max_elements + 1))
+        chosen = rng.choice(elems, size=k_el, replace=False)
+        base_symbol = ase_data.chemical_symbols[int(chosen[0])]
+        if kind == "cluster":
+            a = (
+                cluster.Icosahedron(base_symbol, noshells=2)
+                if rng.random() < 0.5
+                else cluster.Octahedron(base_symbol, length=3, cutoff=1)
+            )
+        else:
+            make = build.fcc111 if kind == "fcc111" else build.fcc100
+            a = make(base_symbol, size=tuple(slab_size), vacuum=vacuum, periodic=False)
+        a = a.copy()
+        a.set_constraint()
+        a.info = {}  # drop builder metadata (adsorption sites); ids and kinds are set below
+        n = len(a)
+        a.numbers = chosen[rng.integers(0, k_el, size=n)] if k_el > 1 else np.full(n, chosen[0])
+        # Vegard's law: lattice constant of the composition over that of the base element
+        lat = np.array([ase_data.reference_states[int(z)]["a"] for z in a.numbers])
+        scale = lat.mean() / ase_data.reference_states[int(chosen[0])]["a"]
+        scale *= 1.0 + rng.uniform(-strain, strain)
+        if kind == "cluster":
+            a.positions = (a.positions - a.positions.mean(axis=0)) * scale
+        else:
+            # stretch the periodic directions with the cell; keep the vacuum in z
+            a.set_cell(a.cell.array * np.array([scale, scale, 1.0])[:, None], scale_atoms=False)
+            frac = a.get_scaled_positions(wrap=False)
+            a.positions = frac @ a.cell.array
+            z0 = a.positions[:, 2].mean()
+            a.positions[:, 2] = z0 + (a.positions[:, 2] - z0) * scale
+        a.positions += rng.normal(0.0, rattle, size=(n, 3))
+        a.info.update(id=f"{prefix}-{kind}-{k}", kind=kind)
+        structures.append(a)
+    # the same overlap check as every batch the models see
+    AtomsBatch.from_atoms(structures, cutoff=min_distance + 0.5, min_distance=min_distance)
+    teacher = ASECalculatorTeacher()
+    for group in (
+        [a for a in structures if not a.pbc.any()],
+        [a for a in structures if a.pbc.any()],
+    ):
+        if not group:
+            continue
+        energies, forces = teacher.label(group)
+        for a, e, f in zip(group, energies, forces, strict=True):
+            a.calc = sp.SinglePointCalculator(a, energy=float(e), forces=np.asarray(f).copy())
+    return structures
+
+
+def specialised_subset(
+    atoms_list: Sequence[Any],
+    *,
+    elements: Sequence[int],
+    kinds: Sequence[str] | None = None,
+) -> list[Any]:
+    """The structures made only of ``elements`` (and, if given, of one of ``kinds``).
+
+    This is how a "specialised" chemical subset is cut from a broad set, as the paper distils
+    onto SPICE or MPtrj subsets inside the foundation model's domain.
+
+    Args:
+        atoms_list: the broad set (e.g. from :func:`make_broad_set`).
+        elements: allowed atomic numbers; a structure qualifies when all its atoms are in it.
+        kinds: allowed ``info["kind"]`` values (``"cluster"``, ``"fcc111"``, ``"fcc100"``);
+            ``None`` keeps all kinds.
+
+    Returns:
+        The selected structures (same objects, original order).
+
+    Raises:
+        ValueError: ``elements`` is empty or ``kinds`` names an unknown kind.
+
+    Example:
+        >>> broad = make_broad_set(6, 0, seed=0, elements=(29, 79, 46))
+        >>> sub = specialised_subset(broad, elements=(29, 79), kinds=("cluster",))
+        >>> all(set(a.numbers) <= {29, 79} for a in sub)
+        True
+    """
+    allowed = {int(z) for z in elements}
+    if not allowed:
+        raise ValueError("elements must not be empty")
+    if kinds is not None and not set(kinds) <= set(_KINDS):
+        raise ValueError(f"kinds must be among {_KINDS}, got {tuple(kinds)}")
+    return [
+        a
+        for a in atoms_list
+        if set(int(z) for z in a.numbers) <= allowed and (kinds is None or a.info.get("kind") in kinds)
+    ]
 
 
 def _lattice_scale(numbers: np.ndarray) -> float:

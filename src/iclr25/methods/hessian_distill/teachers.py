@@ -28,6 +28,7 @@ from torch import nn
 from iclr25._core.registry import require
 
 from .batch import AtomsBatch
+from .calculator import StudentCalculator
 from .hessian import check_rows, hessian_rows
 from .models import load_model
 
@@ -235,6 +236,26 @@ class TorchTeacher:
     def hessian_rows(self, batch: AtomsBatch, rows: torch.Tensor) -> torch.Tensor:
         """Autograd rows ``[R, N_max, 3]`` (detached)."""
         return hessian_rows(self.model, batch.to(dtype=self.dtype), rows).detach()
+
+    def as_calculator(self, **kwargs: Any) -> StudentCalculator:
+        """The teacher's model as an ASE calculator (energy, forces; stress for periodic cells).
+
+        Args:
+            **kwargs: passed to :class:`~iclr25.methods.hessian_distill.StudentCalculator`
+                (default ``dtype``: the teacher's).
+
+        Returns:
+            A :class:`~iclr25.methods.hessian_distill.StudentCalculator` around a copy of the model.
+
+        Example:
+            >>> from ase.cluster import Icosahedron
+            >>> from iclr25.methods.hessian_distill import TinyPaiNN
+            >>> atoms = Icosahedron("Cu", 2)
+            >>> atoms.calc = TorchTeacher(TinyPaiNN(hidden=8, layers=1, n_rbf=4)).as_calculator()
+            >>> atoms.get_forces().shape
+            (13, 3)
+        """
+        return StudentCalculator(self.model, **{"dtype": self.dtype, **kwargs})
 
 
 class EnergyFunctionModel(nn.Module):

@@ -6,24 +6,31 @@ Krishnapriyan; ICLR 2025; arXiv:2501.09009), Sec. 3 (Eq. 3 objective, rows sampl
 structure per step, adaptive λ_H) and Sec. 4 (AdamW with AMSGrad, ReduceLROnPlateau, EMA of the
 weights, gradient clipping). Outputs are normalised by the training force std σ_F and
 per-element reference energies (least squares on composition).
+
+:func:`train_teacher` trains the NN teacher of mode B (a larger :class:`TinyPaiNN`) on a broad
+set with the same trainer and energy + force loss only (λ_H = 0), standing in for a foundation
+model trained on broad data (Sec. 4).
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from .config import DistillConfig
+from .baselines import make_student
+from .config import DistillConfig, StudentConfig
 from .data import LabelledStructures
 from .hessian import hessian_rows, sample_rows
 from .loss import AdaptiveHessianWeight, HessianDistillationLoss, energy_force_loss
+from .teachers import TorchTeacher
 
-__all__ = ["DistillTrainer", "evaluate", "fit_normalisation"]
+__all__ = ["DistillTrainer", "evaluate", "fit_normalisation", "train_teacher"]
 
 
 def fit_normalisation(data: LabelledStructures) -> tuple[float, dict[int, float]]:
@@ -214,3 +221,60 @@ class DistillTrainer:
             r = 3 * int(rows[k, 1]) + int(rows[k, 2])
             old = running[sid][r]
             running[sid][r] = err[k] if torch.isnan(old) else 0.9 * old + 0.1 * err[k]
+
+
+def train_teacher(
+    train: LabelledStructures,
+    val: LabelledStructures,
+    *,
+    architecture: StudentConfig | None = None,
+    config: DistillConfig | None = None,
+    elements: Sequence[int] | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> TorchTeacher:
+    """Train the NN teacher (mode B) on a broad set with energies and forces only.
+
+    The teacher is a :class:`TinyPaiNN` built by
+    :func:`~iclr25.methods.hessian_distill.make_student` at teacher size and trained by
+    :class:`DistillTrainer` without the Hessian term, so it shares the loss, optimiser, EMA and
+    normalisation of the students. Save it with ``teacher.model.save_pretrained(folder)`` and load
+    it with :meth:`TorchTeacher.from_local`.
+
+    Args:
+        train: broad training set (e.g. ``LabelledStructures.from_atoms(make_broad_set(...))``),
+            built with a cutoff of at least ``architecture.cutoff``.
+        val: validation set (LR plateau scheduler).
+        architecture: teacher size (default :meth:`StudentConfig.nn_teacher`).
+        config: the training run; must have ``lambda_h == 0`` (default:
+            ``DistillConfig().undistilled()``). Its ``seed`` also seeds the initialisation.
+        elements: atomic numbers the teacher accepts (default: those in ``train``).
+        dtype: dtype the returned teacher is evaluated in (float64 for exact rows).
+
+    Returns:
+        A :class:`TorchTeacher` holding the EMA weights of the trained model.
+
+    Raises:
+        ValueError: ``config.lambda_h`` is not 0, or the data cutoff is below the model's.
+
+    Example:
+        >>> from iclr25.methods.hessian_distill import make_broad_set
+        >>> ds = LabelledStructures.from_atoms(make_broad_set(2, 2, seed=0, elements=(29, 79)), cutoff=3.0)
+        >>> arch = StudentConfig(hidden=8, layers=1, n_rbf=4, cutoff=3.0)
+        >>> cfg = DistillConfig(lambda_h=0.0, epochs=1, batch_size=2)
+        >>> teacher = train_teacher(ds, ds, architecture=arch, config=cfg)
+        >>> teacher.model.hparams["elements"], teacher.dtype
+        ([29, 79], torch.float64)
+    """
+    arch = StudentConfig.nn_teacher() if architecture is None else architecture
+    cfg = DistillConfig().undistilled() if config is None else config
+    if cfg.lambda_h != 0:
+        raise ValueError(f"the teacher is trained on energies and forces only; got lambda_h={cfg.lambda_h}")
+    for name, data in (("train", train), ("val", val)):
+        if data.batch.cutoff < arch.cutoff - 1e-9:
+            raise ValueError(
+                f"{name} was built with cutoff {data.batch.cutoff} < teacher cutoff {arch.cutoff}"
+            )
+    zs = sorted(set(train.batch.numbers.tolist())) if elements is None else [int(z) for z in elements]
+    model = make_student(arch, elements=tuple(zs), seed=cfg.seed)
+    trainer = DistillTrainer(model, None, cfg).fit(train, val)
+    return TorchTeacher(trainer.model_, dtype=dtype)
