@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BUDGET ?= full
+JOBS   ?= 1
 ARGS   ?=
 REPORT ?= $(lastword $(sort $(wildcard reports/*)))
 
@@ -21,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 check: setup  ## run every claim at the full budget and write reports/<run-id>/
-	$(BIN)/iclr25 check --all --budget $(BUDGET) $(ARGS)
+	$(BIN)/iclr25 check --all --budget $(BUDGET) --jobs $(JOBS) $(ARGS)
 
 test: setup  ## unit, contract and CLI tests, and every claim at the smoke budget
 	$(BIN)/python -m pytest -q
