@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BUDGET ?= full
 JOBS   ?= 1
+METHODS ?=
+FRESH  ?=
 ARGS   ?=
 REPORT ?= $(lastword $(sort $(wildcard reports/*)))
 
@@ -21,8 +23,10 @@ $(STAMP): pyproject.toml Makefile
 	@if command -v apt-get >/dev/null 2>&1; then :; else echo "apt-get not found: no method needs system packages yet"; fi
 	@touch $(STAMP)
 
+# Resumes the newest unfinished run of this budget (same commit) unless FRESH=1; METHODS="pal ftct" selects.
 check: setup  ## run every claim at the full budget and write reports/<run-id>/
-	$(BIN)/iclr25 check --all --budget $(BUDGET) --jobs $(JOBS) $(ARGS)
+	$(BIN)/iclr25 check $(if $(strip $(METHODS)),$(METHODS),--all) --budget $(BUDGET) --jobs $(JOBS) \
+		$(if $(FRESH),,--resume latest) $(ARGS)
 
 test: setup  ## unit, contract and CLI tests, and every claim at the smoke budget
 	$(BIN)/python -m pytest -q

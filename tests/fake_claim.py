@@ -6,7 +6,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iclr25._core.claims import Budget, Claim, PaperRef, RunResult, Series, diff, fails
+from iclr25._core.claims import (
+    Budget,
+    Claim,
+    PaperRef,
+    ProgressFn,
+    RunResult,
+    Series,
+    diff,
+    fails,
+    no_progress,
+)
 from iclr25._core.config import param
 
 
@@ -21,7 +31,9 @@ class FakeConfig:
             raise ValueError(f"n must be at least 10, got {self.n}")
 
 
-def _run(config: FakeConfig, *, seed: int, device: str) -> RunResult:
+def _run(config: FakeConfig, *, seed: int, device: str, progress: ProgressFn = no_progress) -> RunResult:
+    for step in range(1, 4):
+        progress("counting", step, 3)
     rng = np.random.default_rng(seed)
     base = float(rng.normal(0.5, 0.01, config.n).mean())
     return RunResult(
@@ -41,13 +53,23 @@ def _raise(config: FakeConfig, *, seed: int, device: str) -> RunResult:
 
 _PAPER = PaperRef(title="A fake paper", authors="A. Author", arxiv="0000.00000")
 _CRITERIA = (
-    diff("method.acc", "baseline.acc", ">=", 0.1, name="gain", paper="+0.3"),
+    diff(
+        "method.acc",
+        "baseline.acc",
+        ">=",
+        0.1,
+        name="gain",
+        paper="+0.3",
+        falsifier="control_gain",
+        explain="The method is at least 0.1 more accurate than the baseline.",
+    ),
     fails(diff("control.acc", "baseline.acc", ">=", 0.1, name="control_gain")),
 )
 _BUDGETS = {
     "smoke": Budget("smoke", FakeConfig(n=50), seconds=0.1, report_only=True),
     "full": Budget("full", FakeConfig(), seeds=3, seconds=0.1),
 }
+_BUDGETS_WITH_LONG = {**_BUDGETS, "long": Budget("long", FakeConfig(n=400), seeds=3, seconds=0.1)}
 _ARMS = {"method": "the method", "baseline": "the baseline", "control": "a broken variant"}
 
 CLAIM = Claim(
@@ -56,7 +78,7 @@ CLAIM = Claim(
     statement="The method beats the baseline.",
     arms=_ARMS,
     criteria=_CRITERIA,
-    budgets=_BUDGETS,
+    budgets=_BUDGETS_WITH_LONG,
     run_fn=_run,
     headline="gain",
     deviations=("a toy",),

@@ -93,6 +93,55 @@ def test_claim_validation() -> None:
         replace(CLAIM, headline="nope")
     with pytest.raises(ValueError, match="unknown arms"):
         replace(CLAIM, arms={"method": "m"})
+    with pytest.raises(ValueError, match="lacks the budget"):
+        replace(CLAIM, budgets={"smoke": CLAIM.budgets["smoke"]})
+    with pytest.raises(ValueError, match="threads"):
+        replace(CLAIM, threads=0)
+
+
+def test_a_falsifier_names_a_control_of_the_claim_or_a_test() -> None:
+    gain = CLAIM.criteria[0]
+    for bad in ("nope", "gain"):  # not a criterion; a criterion that is no control
+        with pytest.raises(ValueError, match="falsifier"):
+            replace(CLAIM, criteria=[replace(gain, falsifier=bad), *CLAIM.criteria[1:]])
+    test_id = "tests/test_claims.py::test_judge_control_that_passes_makes_claim_fail"
+    replace(CLAIM, criteria=[replace(gain, falsifier=test_id), *CLAIM.criteria[1:]])
+
+
+def test_report_only_rows_count_only_the_seeds_that_measured_them() -> None:
+    extra = value("method.extra", ">=", 1.0, name="extra", gating=False)
+    claim = replace(CLAIM, criteria=[*CLAIM.criteria, extra])
+    results = [_res(0.9), _res(0.9), _res(0.9)]
+    for r, v in zip(results, (2.0, math.nan, math.nan), strict=True):
+        r.metrics["method"]["extra"] = v  # measured on one seed only
+    outcome = judge(claim, "full", results).outcomes[-1]
+    assert (outcome.held, outcome.measured, outcome.needed, outcome.state) == (1, 1, 1, "pass")
+    gating = replace(extra, gating=True, falsifier="control_gain")
+    outcome = judge(replace(claim, criteria=[*CLAIM.criteria, gating]), "full", results).outcomes[-1]
+    assert outcome.measured == 3 and outcome.state == "fail"  # a gate counts the unmeasured seeds
+
+
+def test_run_fixes_threads_and_global_rngs_and_restores_them() -> None:
+    import random
+
+    import torch
+
+    seen = {}
+
+    def run_fn(config, *, seed, device):
+        seen["threads"] = torch.get_num_threads()
+        seen["draw"] = random.random()
+        return _res(0.9)
+
+    torch.set_num_threads(2)
+    claim = replace(CLAIM, run_fn=run_fn, threads=1)
+    claim.run("full", seed=5)
+    first = seen["draw"]
+    random.random()  # another claim moves the global RNG; the next run must not notice
+    state = random.getstate()
+    claim.run("full", seed=5)
+    assert seen == {"threads": 1, "draw": first}
+    assert torch.get_num_threads() == 2 and random.getstate() == state
 
 
 def test_result_types_are_checked() -> None:

@@ -101,7 +101,9 @@ def test_parallel_jobs_match_serial(fake_registry: dict, tmp_path: Path) -> None
     ("args", "message"),
     [
         (["check", "nope"], "unknown method 'nope'"),
-        (["check", "fake", "--budget", "huge"], "--budget must be smoke or full"),
+        (["check", "fake", "--budget", "huge"], "--budget must be smoke, full or long"),
+        (["check", "fake_broken", "--budget", "long"], "has no long budget; claims with one: fake"),
+        (["check", "fake", "--resume", "nowhere"], "is not a folder written by `iclr25 check`"),
         (["check", "fake", "--set", "nope=1"], "unknown field 'nope'"),
         (["check", "fake", "--set", "n=ten"], "expected an integer"),
         (["check", "fake", "--set", "n"], "--set expects key=value"),
@@ -137,3 +139,62 @@ def test_report_rerenders_from_json(fake_registry: dict, tmp_path: Path) -> None
 def test_console_script_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "iclr25", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "check" in out.stdout
+
+
+def test_long_budget_runs_where_defined(fake_registry: dict, tmp_path: Path) -> None:
+    result = _invoke("check", "fake", "--budget", "long", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "fake.json").read_text())
+    assert record["budget"] == "long" and record["config"]["n"] == 400
+
+
+@pytest.fixture
+def clean_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs traced to one clean commit, whatever state this checkout is in."""
+    import iclr25._core.report
+
+    monkeypatch.setattr(iclr25._core.report, "git_state", lambda: {"sha": "a" * 40, "dirty": False})
+
+
+def test_resume_skips_complete_claims_and_refuses_other_budgets(
+    fake_registry: dict, clean_commit: None, tmp_path: Path
+) -> None:
+    result = runner.invoke(app, ["check", "fake", "fake_interrupt", "--out", str(tmp_path)])
+    assert result.exit_code == 130 and "--resume" in result.output
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    assert manifest["complete"] is False and manifest["budget"] == "full"
+    before = (tmp_path / "fake.json").read_text()
+    result = _invoke("check", "fake", "--resume", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "kept fake: SUPPORTED" in result.output
+    assert (tmp_path / "fake.json").read_text() == before  # not run again
+    assert json.loads((tmp_path / "run.json").read_text())["complete"] is True
+    result = runner.invoke(app, ["check", "fake", "--budget", "smoke", "--resume", str(tmp_path)])
+    assert result.exit_code == 2 and "used the 'full' budget, not 'smoke'" in result.output
+    manifest["commit"] = "0" * 40
+    (tmp_path / "run.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["check", "fake", "--resume", str(tmp_path)])
+    assert result.exit_code == 2 and "was made at commit 0000000000" in result.output
+    manifest["dirty"] = True
+    (tmp_path / "run.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["check", "fake", "--resume", str(tmp_path)])
+    assert result.exit_code == 2 and "made from uncommitted code" in result.output
+
+
+def test_resume_latest_finds_the_newest_unfinished_run(
+    fake_registry: dict, clean_commit: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner.invoke(app, ["check", "fake", "fake_interrupt", "--out", "reports/20260101-000000-full"])
+    result = _invoke("check", "fake", "--resume", "latest")
+    assert "resuming reports/20260101-000000-full" in result.output and result.exit_code == 0
+    result = _invoke("check", "fake", "--resume", "latest")  # that run is complete now: a fresh one
+    assert "resuming" not in result.output and len(list(Path("reports").iterdir())) == 2
+
+
+def test_progress_inside_claims_is_logged_without_a_terminal(fake_registry: dict, tmp_path: Path) -> None:
+    result = _invoke("check", "fake", "--seeds", "1", "--out", str(tmp_path))
+    assert "fake seed 0: counting 1/3" in result.output and "fake seed 0: counting 3/3" in result.output
+    assert "fake seed 0 done" in result.output
+    result = _invoke("check", "fake", "--seeds", "2", "--jobs", "2", "--out", str(tmp_path / "par"))
+    assert "fake seed 1: counting 3/3" in result.output, result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import inspect
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from iclr25._core.claims import WALL_CLOCK_SUFFIX, Claim, Verdict, judge
+from iclr25._core.claims import WALL_CLOCK_SUFFIX, Claim, Verdict, is_test_id, judge
 from iclr25._core.config import config_rows
 from iclr25._core.registry import REGISTRY, load_claim
+from iclr25._core.report import readme_diagnosis
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = sorted(REGISTRY)
@@ -74,9 +76,70 @@ def test_registry_entry_matches_claim(name: str) -> None:
     assert entry.paper.rstrip("?.") in claim.paper.title or claim.paper.title.startswith(
         entry.paper.rstrip("…")
     )
-    assert set(claim.budgets) == {"smoke", "full"}
-    assert claim.budgets["smoke"].seconds <= 30 and claim.budgets["full"].seconds <= 300
-    assert (entry.smoke_s, entry.full_s) == (claim.budgets["smoke"].seconds, claim.budgets["full"].seconds)
+    assert set(claim.budgets) in ({"smoke", "full"}, {"smoke", "full", "long"})
+    smoke, full = claim.budgets["smoke"], claim.budgets["full"]
+    assert smoke.seconds <= 30, "a smoke seed must take at most 30 s"
+    assert full.seeds >= 3, "the full budget runs at least 3 seeds"
+    assert full.total_seconds <= 15 * 60, "the full budget's seeds must take at most 15 min together"
+    assert (entry.smoke_s, entry.full_s, entry.full_seeds) == (smoke.seconds, full.seconds, full.seeds)
+    long = claim.budgets.get("long")
+    assert entry.long_s == (long.total_seconds if long else 0.0)
+    if long:
+        assert long.total_seconds <= 60 * 60 and long.seeds >= 3
+
+
+def _test_exists(node_id: str) -> bool:
+    """Whether ``tests/...py::[Class::]name[params]`` names a test function defined in that file."""
+    path, _, rest = node_id.partition("::")
+    file = ROOT / path
+    if not file.is_file():
+        return False
+    *classes, func = rest.split("[", 1)[0].split("::")
+    tree = ast.parse(file.read_text())
+    scope: list[ast.stmt] = tree.body
+    for cls in classes:
+        found = [n for n in scope if isinstance(n, ast.ClassDef) and n.name == cls]
+        if not found:
+            return False
+        scope = found[0].body
+    return any(isinstance(n, ast.FunctionDef) and n.name == func for n in scope)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_every_gate_names_a_falsifier_that_exists(name: str) -> None:
+    claim = load_claim(name)
+    by_name = {c.name: c for c in claim.criteria}
+    for c in claim.criteria:
+        if not c.gating or c.control:
+            continue
+        assert c.falsifier, f"gate {c.name} names no falsifier (a control criterion or a test id)"
+        if is_test_id(c.falsifier):
+            assert _test_exists(c.falsifier), f"gate {c.name}: no test {c.falsifier}"
+        else:
+            target = by_name.get(c.falsifier)
+            assert target is not None and target.control and target.gating, (
+                f"gate {c.name}: falsifier {c.falsifier!r} is not a gating control of the claim"
+            )
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_every_criterion_says_what_it_means(name: str) -> None:
+    for c in load_claim(name).criteria:
+        assert c.explain.strip(), f"criterion {c.name} has no plain-language explain sentence"
+
+
+def test_falsifier_check_catches_a_missing_test() -> None:
+    assert _test_exists("tests/test_contract.py::test_falsifier_check_catches_a_missing_test")
+    assert not _test_exists("tests/test_contract.py::test_that_does_not_exist")
+    assert not _test_exists("tests/nowhere.py::test_x")
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_non_supported_verdicts_have_a_diagnosis(name: str) -> None:
+    text = (_dir(name) / "README.md").read_text()
+    claim_check = text.split("## Claim check", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^### +Diagnosis", claim_check, flags=re.M), "README lacks '### Diagnosis'"
+    assert readme_diagnosis(name), "the Diagnosis section is empty"
 
 
 @pytest.mark.parametrize("name", METHODS)

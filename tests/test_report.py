@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
+import json
+import subprocess
 from pathlib import Path
 
 from fake_claim import CLAIM
@@ -28,30 +29,81 @@ def _finished_run() -> ClaimRun:
 def test_summary_row_shows_headline_numbers(tmp_path: Path) -> None:
     write_claim_json(tmp_path, _finished_run())
     md, _ = render_report(tmp_path)
-    head, row = summary_rows([__import__("json").loads((tmp_path / "fake.json").read_text())])
+    head, row = summary_rows([json.loads((tmp_path / "fake.json").read_text())])
     assert head[:4] == ["method", "claim", "metric", "baseline"]
     assert row[0] == "fake" and row[2] == "acc" and row[5] == "Δ 0.3" and row[6] == "+0.3"
     assert "**SUPPORTED**" in row[7]
     assert "![acc vs n](figures/fake-curve.png)" in md.read_text()
 
 
-def test_update_readmes_fills_both_tables_and_keeps_other_rows(tmp_path: Path) -> None:
-    report = tmp_path / "report"
-    report.mkdir()
-    write_claim_json(report, _finished_run())
+def _repo(tmp_path: Path) -> Path:
+    """A tiny git checkout with a README status table and a method README."""
     root = tmp_path / "repo"
     method_dir = root / "src" / "iclr25" / "methods" / "fake"
     method_dir.mkdir(parents=True)
+    (root / "src" / "iclr25" / "_core").mkdir()
+    (root / "src" / "iclr25" / "_core" / "x.py").write_text("x = 1\n")
+    (method_dir / "core.py").write_text("y = 1\n")
     start, end = STATUS_MARKERS
     other = "| [`other`](src/iclr25/methods/other/README.md) | kept | SUPPORTED | x | y | z |"
     (root / "README.md").write_text(f"# top\n{start}\n{other}\n{end}\ntail\n")
     rs, re_ = RESULTS_MARKERS
     (method_dir / "README.md").write_text(f"## Results\n{rs}\n_Not run yet._\n{re_}\n")
-    shutil.copy(Path(__file__), root / "unused.py")
-    update_readmes(report, root)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    return root
+
+
+def _report_at(tmp_path: Path, root: Path) -> Path:
+    report = tmp_path / "report"
+    report.mkdir(exist_ok=True)
+    write_claim_json(report, _finished_run())
+    sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    env = {"time": "2026-01-02T00:00:00", "git": {"sha": sha.stdout.strip(), "dirty": False}}
+    (report / "env.json").write_text(json.dumps(env))
+    return report
+
+
+def test_update_readmes_fills_both_tables_and_keeps_other_rows(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    update_readmes(_report_at(tmp_path, root), root)
     top = (root / "README.md").read_text()
-    assert (
-        other in top and "[`fake`]" in top and "SUPPORTED (full, 3 seeds)" in top and top.endswith("tail\n")
-    )
-    method = (method_dir / "README.md").read_text()
+    assert "[`fake`]" in top and "SUPPORTED (full, 3 seeds) |" in top and top.endswith("tail\n")
+    # the row of another method is kept, and marked stale: it records no commit
+    assert "| [`other`](src/iclr25/methods/other/README.md) | kept | SUPPORTED · **stale** |" in top
+    method = (root / "src/iclr25/methods/fake/README.md").read_text()
     assert "_Not run yet._" not in method and "| gain |" in method and "control_gain (control)" in method
+    assert "commit `" in method and "Stale" not in method
+
+
+def test_results_are_marked_stale_when_the_code_changes(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    report = _report_at(tmp_path, root)
+    update_readmes(report, root)
+    fake_row = next(line for line in (root / "README.md").read_text().splitlines() if "[`fake`]" in line)
+    assert "stale" not in fake_row
+    (root / "src/iclr25/_core/x.py").write_text("x = 2\n")  # the shared core changed since the run
+    update_readmes(report, root)
+    fake_row = next(line for line in (root / "README.md").read_text().splitlines() if "[`fake`]" in line)
+    assert "SUPPORTED (full, 3 seeds) · **stale**" in fake_row
+    assert "> **Stale:**" in (root / "src/iclr25/methods/fake/README.md").read_text()
+    (root / "src/iclr25/_core/x.py").write_text("x = 1\n")  # back as it was: the mark goes
+    update_readmes(report, root)
+    assert "Stale" not in (root / "src/iclr25/methods/fake/README.md").read_text()
+
+
+def test_report_section_opens_with_figure_and_shows_falsifiers_and_diagnosis(tmp_path: Path) -> None:
+    run = _finished_run()
+    write_claim_json(tmp_path, run)
+    record = json.loads((tmp_path / "fake.json").read_text())
+    record["verdict"], record["diagnosis"] = "NOT_SUPPORTED", "The toy effect is too small.\n\n- one\n- two"
+    (tmp_path / "fake.json").write_text(json.dumps(record))
+    md = render_report(tmp_path)[0].read_text()
+    section = md.split("## fake", 1)[1]
+    assert section.index("![acc vs n]") < section.index("### Criteria") < section.index("### Diagnosis")
+    assert "`control_gain`" in section and "at least 0.1 more accurate" in section
+    assert "The toy effect is too small." in section and "- two" in section
+    assert "🔴 **NOT_SUPPORTED**" in md
+    assert "background:#cf222e" in (tmp_path / "report.html").read_text()

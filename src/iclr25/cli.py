@@ -46,21 +46,31 @@ def _seconds(s: float) -> str:
     return f"~{s:.0f} s" if s < 90 else f"~{s / 60:.0f} min"
 
 
+def _budgets_cell(e) -> str:
+    text = (
+        f"smoke {_seconds(e.smoke_s)} · full {e.full_seeds}×{_seconds(e.full_s)} = {_seconds(e.full_total_s)}"
+    )
+    if e.long_s:
+        text += f" · long {_seconds(e.long_s)}"
+    return text
+
+
 @app.command("list")
 def list_methods() -> None:
-    """List the methods: name, paper, claim, budgets and expected time per seed."""
+    """List the methods: name, paper, claim, budgets (seeds × time per seed) and extra."""
+    from iclr25._core.registry import make_check_seconds
+
     table = Table(title="iclr25 methods", show_lines=False)
-    for col in ("name", "paper", "claim", "budgets (time per seed)", "extra"):
+    for col in ("name", "paper", "claim", "budgets (seeds × time per seed)", "extra"):
         table.add_column(col, overflow="fold")
     for e in REGISTRY.values():
-        table.add_row(
-            e.name,
-            e.paper,
-            e.claim,
-            f"smoke {_seconds(e.smoke_s)} · full {_seconds(e.full_s)}",
-            e.extra or "—",
-        )
+        table.add_row(e.name, e.paper, e.claim, _budgets_cell(e), e.extra or "—")
     _out.print(table)
+    _out.print(
+        f"make check (full budget, every claim): {_seconds(make_check_seconds(1))} at JOBS=1, "
+        f"{_seconds(make_check_seconds(2))} at JOBS=2 (expected, from the times above)",
+        highlight=False,
+    )
 
 
 @app.command()
@@ -83,12 +93,19 @@ def describe(name: Annotated[str, typer.Argument(help="method name (see `iclr25 
     for arm, what in claim.arms.items():
         arms.add_row(arm, what)
     _out.print(arms)
-    crit = Table(title="criteria")
-    for col in ("name", "rule", "gates", "paper"):
-        crit.add_column(col, overflow="fold")
+    _out.print("[bold]Criteria[/bold] (gates decide the verdict; report rows are shown only)")
     for c in claim.criteria:
-        crit.add_row(c.name, c.describe(), "yes" if c.gating else "report", c.paper or "—")
-    _out.print(crit)
+        kind = "control" if c.control else ("gate" if c.gating else "report")
+        if c.control and not c.gating:
+            kind = "report control"
+        line = f"- {c.name} [{kind}]: {c.describe()}"
+        if c.gating and not c.control:
+            line += f"; falsifier: {c.falsifier or 'none named'}"
+        if c.paper:
+            line += f"; paper: {c.paper}"
+        _out.print(line, markup=False, highlight=False, soft_wrap=True)
+        if c.explain:
+            _out.print(f"    {c.explain}", markup=False, highlight=False, soft_wrap=True)
     full = claim.budgets.get("full") or next(iter(claim.budgets.values()))
     smoke = (
         dict((r[0], r[1]) for r in config_rows(claim.budgets["smoke"].config))
@@ -106,6 +123,7 @@ def describe(name: Annotated[str, typer.Argument(help="method name (see `iclr25 
         f"{b.name}: {b.seeds} seed(s), ~{b.seconds:.0f} s/seed" + (" (report-only)" if b.report_only else "")
         for b in claim.budgets.values()
     )
+    budgets += f"; runs on {claim.threads} thread{'s' * (claim.threads > 1)}"
     _out.print(f"[bold]Budgets.[/bold] {budgets}", highlight=False)
     if claim.deviations:
         _out.print("[bold]Deviations.[/bold]")
@@ -137,13 +155,58 @@ def _prepare_out(out: Path | None, budget: str) -> Path:
     return out
 
 
+def _budget_claims(chosen: list[str], budget: str, all_: bool) -> list[str]:
+    """The claims to run at ``budget``; ``long`` exists only for some claims."""
+    if budget not in ("smoke", "full", "long"):
+        raise _fail(f"--budget must be smoke, full or long, got {budget!r}")
+    if budget != "long":
+        return chosen
+    having = [n for n in REGISTRY if REGISTRY[n].long_s]
+    have = ", ".join(having) if having else "none yet"
+    if all_:
+        if not having:
+            raise _fail("--budget long: no claim defines a long budget")
+        return having
+    lacking = [n for n in chosen if n not in having]
+    if lacking:
+        raise _fail(f"--budget long: {', '.join(lacking)} has no long budget; claims with one: {have}")
+    return chosen
+
+
+def _resume_dir(resume: str, budget: str, overrides: dict[str, str]) -> tuple[Path | None, str]:
+    """The run folder to resume (or None for a fresh run) and a line saying what was chosen.
+
+    ``resume`` is a folder, or ``latest``: the newest unfinished run under ``reports/`` at this
+    budget; a fresh run starts when there is none, or when it was made from another commit.
+    """
+    from iclr25._core.report import RunManifestError, check_resumable, find_unfinished
+
+    if resume == "latest":
+        found = find_unfinished(Path("reports"), budget)
+        if found is None:
+            return None, ""
+        try:
+            check_resumable(found, budget, overrides)
+        except RunManifestError as err:
+            return None, f"not resuming {found}: {err}; starting a fresh run"
+        return found, f"resuming {found} (make check FRESH=1 starts a fresh run)"
+    path = Path(resume)
+    try:
+        check_resumable(path, budget, overrides)
+    except RunManifestError as err:
+        raise _fail(f"--resume {resume}: {err}") from None
+    return path, f"resuming {path}"
+
+
 @app.command()
 def check(
     names: Annotated[
         list[str] | None, typer.Argument(help="methods to check (default: none; see --all)")
     ] = None,
     all_: Annotated[bool, typer.Option("--all", help="check every registered method")] = False,
-    budget: Annotated[str, typer.Option(help="smoke (seconds) or full (minutes; verdicts count)")] = "full",
+    budget: Annotated[
+        str, typer.Option(help="smoke (seconds), full (minutes; verdicts count) or long (where defined)")
+    ] = "full",
     seeds: Annotated[int | None, typer.Option(help="number of seeds (default: the budget's)")] = None,
     seed: Annotated[int, typer.Option(help="first seed")] = 0,
     set_: Annotated[
@@ -152,24 +215,32 @@ def check(
     out: Annotated[Path | None, typer.Option(help="report folder (default: reports/<time>-<budget>)")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
     jobs: Annotated[int, typer.Option(help="parallel worker processes")] = 1,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            help="a report folder to finish (claims whose record is complete are skipped), or "
+            "'latest': the newest unfinished run at this budget, else a fresh one"
+        ),
+    ] = None,
 ) -> None:
     """Run claim checks and write a report; exit 0 only if every claim is SUPPORTED."""
     from iclr25._core.config import ConfigError
 
-    if budget not in ("smoke", "full"):
-        raise _fail(f"--budget must be smoke or full, got {budget!r}")
     if seeds is not None and seeds < 1:
         raise _fail(f"--seeds must be at least 1, got {seeds}")
     if seed < 0:
         raise _fail(f"--seed must be non-negative, got {seed}")
     if jobs < 1:
         raise _fail(f"--jobs must be at least 1, got {jobs}")
+    if resume is not None and out is not None:
+        raise _fail("--resume and --out both name the report folder; give one")
     chosen = list(REGISTRY) if all_ else list(names or [])
     if not chosen:
         raise _fail("name at least one method, or pass --all (see `iclr25 list`)")
     for name in chosen:
         if name not in REGISTRY:
             raise _fail(str(UnknownMethodError(name)))
+    chosen = _budget_claims(chosen, budget, all_)
     overrides = _parse_sets(set_ or [])
     claims = [_load(name) for name in chosen]
     for claim in claims:
@@ -183,73 +254,132 @@ def check(
         dev = resolve_device(device)
     except ValueError as err:
         raise _fail(str(err)) from None
-    out_dir = _prepare_out(out, budget)
-    _run_and_report(claims, budget, seeds, seed, overrides, dev, jobs, out_dir)
-
-
-def _run_and_report(claims, budget, seeds, seed, overrides, device, jobs, out_dir) -> None:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from iclr25._core.report import render_report, write_claim_json, write_env
-    from iclr25._core.runner import run_checks
-
-    write_env(out_dir)
+    resumed, line = _resume_dir(resume, budget, overrides) if resume is not None else (None, "")
+    if line:
+        _err.print(line, markup=False, highlight=False)
+    out_dir = _prepare_out(resumed or out, budget)
     plan = {c.name: list(range(seed, seed + (seeds or c.budgets[budget].seeds))) for c in claims}
-    total = sum(len(v) for v in plan.values())
-    colours = {"SUPPORTED": "green", "NOT_SUPPORTED": "red", "INCONCLUSIVE": "yellow", "ERROR": "magenta"}
-    verdicts: dict[str, str] = {}
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("claims × seeds ·"),
-        TimeElapsedColumn(),
-        TextColumn("elapsed · ETA"),
-        TimeRemainingColumn(),
-        console=_err,
-    )
+    _run_and_report(claims, budget, plan, overrides, dev, jobs, out_dir)
 
-    def seed_done(run, seed_run) -> None:
-        progress.advance(task)
-        progress.update(task, description=f"{run.claim.name} seed {seed_run.seed} done")
 
-    def claim_done(run) -> None:
-        path = write_claim_json(out_dir, run)
+_COLOURS = {"SUPPORTED": "green", "NOT_SUPPORTED": "red", "INCONCLUSIVE": "yellow", "ERROR": "magenta"}
+
+
+class _Display:
+    """Progress for a person: a live bar on a terminal, timestamped log lines otherwise.
+
+    Inside long claims the runner relays ``progress(stage, done, total)``; on a terminal it
+    becomes the bar's description, in a log one line per stage and at most one every 30 s.
+    """
+
+    def __init__(self, budget: str, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.live = _err.is_terminal
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("claims × seeds ·"),
+            TimeElapsedColumn(),
+            TextColumn("elapsed · ETA"),
+            TimeRemainingColumn(),
+            console=_err,
+            disable=not self.live,
+        )
+        self.task = self.progress.add_task(f"{budget} budget", total=total)
+        self.total, self.finished = total, 0
+        self._last: dict[tuple[str, int], tuple[str, float]] = {}
+
+    def log(self, text: str) -> None:
+        stamp = dt.datetime.now().strftime("%H:%M:%S")
+        self.progress.console.print(f"[{stamp}] {text}", highlight=False, markup=False, soft_wrap=True)
+
+    def inner(self, claim: str, seed: int, stage: str, done: int, total: int) -> None:
+        text = f"{claim} seed {seed}: {stage} {done}/{total}"
+        if self.live:
+            self.progress.update(self.task, description=text)
+            return
+        now = dt.datetime.now().timestamp()
+        last_stage, last_time = self._last.get((claim, seed), ("", 0.0))
+        if stage != last_stage or now - last_time >= 30 or done == total:
+            self._last[(claim, seed)] = (stage, now)
+            self.log(text)
+
+    def seed_done(self, run, seed_run) -> None:
+        self.finished += 1
+        self.progress.advance(self.task)
+        state = "raised" if seed_run.error else "done"
+        text = f"{run.claim.name} seed {seed_run.seed} {state} ({seed_run.seconds:.0f} s)"
+        self.progress.update(self.task, description=text)
+        if not self.live:
+            self.log(f"{text} · {self.finished}/{self.total} claims × seeds")
+
+    def claim_done(self, run, path: Path) -> None:
         verdict = run.judgement.verdict.value
-        verdicts[run.claim.name] = verdict
-        progress.console.print(
-            f"[{colours[verdict]}]{verdict}[/] {run.claim.name} ({run.seconds:.1f} s): "
+        self.progress.console.print(
+            f"[{_COLOURS[verdict]}]{verdict}[/] {run.claim.name} ({run.seconds:.1f} s): "
             f"{run.judgement.reason} → {path}",
             highlight=False,
         )
 
+
+def _run_and_report(claims, budget, plan, overrides, device, jobs, out_dir) -> None:
+    from iclr25._core.report import (
+        complete_records,
+        render_report,
+        write_claim_json,
+        write_env,
+        write_manifest,
+    )
+    from iclr25._core.runner import run_checks
+
+    write_env(out_dir)
+    write_manifest(out_dir, budget=budget, plan=plan, overrides=overrides, device=device, complete=False)
+    done = complete_records(out_dir, plan)
+    verdicts: dict[str, str] = {name: record["verdict"] for name, record in done.items()}
+    todo = [c for c in claims if c.name not in done]
+    for name in done:
+        _err.print(f"kept {name}: {verdicts[name]} (already complete in {out_dir})", highlight=False)
+    display = _Display(budget, sum(len(plan[c.name]) for c in todo))
+
+    def claim_done(run) -> None:
+        path = write_claim_json(out_dir, run)
+        verdicts[run.claim.name] = run.judgement.verdict.value
+        display.claim_done(run, path)
+
     interrupted = False
-    with progress:
-        task = progress.add_task(f"{budget} budget", total=total)
+    with display.progress:
         try:
             run_checks(
-                claims,
+                todo,
                 budget=budget,
                 seeds=plan,
                 overrides=overrides,
                 device=device,
                 jobs=jobs,
                 on_claim_done=claim_done,
-                on_seed_done=seed_done,
+                on_seed_done=display.seed_done,
+                on_progress=display.inner,
             )
         except KeyboardInterrupt:
             interrupted = True
+    if not interrupted:
+        write_manifest(out_dir, budget=budget, plan=plan, overrides=overrides, device=device, complete=True)
     md, html_path = render_report(out_dir)
     _out.print(f"report: {md} · {html_path}", highlight=False)
     if interrupted:
-        _err.print(f"interrupted: {len(verdicts)} of {len(claims)} claims finished and were kept")
+        _err.print(
+            f"interrupted: {len(verdicts)} of {len(claims)} claims finished and were kept; "
+            f"`iclr25 check --resume {out_dir}` (or `make check`) goes on from there"
+        )
         raise typer.Exit(code=130)
     if not all(verdicts.get(c.name) == "SUPPORTED" for c in claims):
         raise typer.Exit(code=1)

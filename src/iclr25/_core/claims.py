@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -25,12 +26,15 @@ __all__ = [
     "CriterionOutcome",
     "Judgement",
     "PaperRef",
+    "ProgressFn",
     "RunResult",
     "Series",
     "Verdict",
     "diff",
     "fails",
+    "is_test_id",
     "judge",
+    "no_progress",
     "ratio",
     "value",
 ]
@@ -68,21 +72,29 @@ class Budget:
     """One compute budget of a claim.
 
     Args:
-        name: "smoke" (runs in the test suite, <= 30 s) or "full" (<= 5 min; verdicts count).
+        name: "smoke" (runs in the test suite, <= 30 s a seed), "full" (>= 3 seeds, <= 15 min for
+            all of them; verdicts count) or "long" (optional, <= 60 min in all, for effects that
+            need more compute than ``full``; its verdict is reported beside the full one).
         config: the claim's config dataclass at this budget.
         seeds: how many seeds a check runs by default (seeds ``seed .. seed + seeds - 1``).
-        seconds: expected wall time of one seed on 2 CPU cores, shown by ``iclr25 list``.
+        seconds: expected wall time of one seed on one core (or the claim's ``threads``), shown
+            by ``iclr25 list``.
         report_only: if True, no criterion gates: the verdict is INCONCLUSIVE with the reason
             "<name>: report-only" (used where the effect does not show at this scale).
         thresholds: per-criterion thresholds that replace the criterion's own at this budget.
     """
 
-    name: Literal["smoke", "full"]
+    name: Literal["smoke", "full", "long"]
     config: Any
     seeds: int = 1
     seconds: float = 30.0
     report_only: bool = False
     thresholds: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def total_seconds(self) -> float:
+        """Expected wall time of all default seeds."""
+        return self.seconds * self.seeds
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,12 @@ class Criterion:
         gating: whether it decides the verdict (wall-clock is usually report-only).
         control: True for a negative control, which must fail the bar.
         paper: what the paper reports for this quantity (shown beside our numbers).
+        falsifier: how this gate is shown to fail, required of every gating criterion that is
+            not itself a control: the name of a control criterion of the same claim (a broken
+            variant measured in the same run that misses the bar), or a pytest node id
+            (``tests/methods/<name>/test_x.py::test_y``) of a test that feeds a broken variant
+            and sees the gate fail.
+        explain: one plain-language sentence saying what the rule means, for the report.
     """
 
     name: str
@@ -115,6 +133,8 @@ class Criterion:
     gating: bool = True
     control: bool = False
     paper: str = ""
+    falsifier: str = ""
+    explain: str = ""
 
     def __post_init__(self) -> None:
         if self.op not in _OPS:
@@ -216,6 +236,21 @@ class Series:
                 )
 
 
+#: ``progress(stage, done, total)``: what a long claim reports from its loops, e.g.
+#: ``progress("training", 300, 1500)``. The runner shows it on the progress display (or as log
+#: lines when there is no terminal).
+ProgressFn = Callable[[str, int, int], None]
+
+
+def no_progress(stage: str, done: int, total: int) -> None:
+    """The :data:`ProgressFn` used when nobody listens."""
+
+
+def is_test_id(falsifier: str) -> bool:
+    """Whether a falsifier names a test node (``tests/...py::name``) rather than a control."""
+    return falsifier.startswith("tests/") and ".py::" in falsifier
+
+
 #: Metrics whose names end with this suffix are wall-clock seconds: reported, never gating, and
 #: exempt from the same-seed-same-numbers rule that every other metric obeys.
 WALL_CLOCK_SUFFIX = "_s"
@@ -261,9 +296,14 @@ class Claim:
         arms: arm name -> what it is (method, baselines, negative controls).
         criteria: the pass rules; at least one is a negative control.
         budgets: "smoke" and "full" budgets.
-        run_fn: ``run_fn(config, *, seed, device) -> RunResult``.
+        run_fn: ``run_fn(config, *, seed, device) -> RunResult``; it may also take a keyword
+            ``progress``, a :data:`ProgressFn` it calls from long loops.
         headline: name of the criterion shown in the report's summary table.
         deviations: where the check departs from the paper's setting, one line each.
+        threads: torch/BLAS/numba threads the claim runs on, fixed whatever ``--jobs`` is, so the
+            same seed gives the same numbers in every run mode.
+        figure: the series key of the headline figure that opens the claim's report section
+            (default: the first series).
     """
 
     name: str
@@ -275,8 +315,12 @@ class Claim:
     run_fn: Callable[..., RunResult]
     headline: str
     deviations: Sequence[str] = ()
+    threads: int = 1
+    figure: str = ""
 
     def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise ValueError(f"claim {self.name}: threads must be at least 1, got {self.threads}")
         names = [c.name for c in self.criteria]
         if len(set(names)) != len(names):
             raise ValueError(f"claim {self.name}: duplicate criterion names")
@@ -286,6 +330,16 @@ class Claim:
             unknown = set(c.arms) - set(self.arms)
             if unknown:
                 raise ValueError(f"claim {self.name}: criterion {c.name} reads unknown arms {unknown}")
+            if c.falsifier and not is_test_id(c.falsifier):
+                target = next((d for d in self.criteria if d.name == c.falsifier), None)
+                if target is None or not target.control:
+                    raise ValueError(
+                        f"claim {self.name}: criterion {c.name} names falsifier {c.falsifier!r}, "
+                        "which is neither a control criterion of this claim nor a test id"
+                    )
+        missing = {"smoke", "full"} - set(self.budgets)
+        if missing:
+            raise ValueError(f"claim {self.name}: lacks the budget(s) {sorted(missing)}")
         for key, budget in self.budgets.items():
             if key != budget.name:
                 raise ValueError(f"claim {self.name}: budget key {key!r} != name {budget.name!r}")
@@ -306,9 +360,23 @@ class Claim:
         overrides: Mapping[str, str] | None = None,
         *,
         device: str = "cpu",
+        progress: ProgressFn | None = None,
     ) -> RunResult:
-        """Run one seed of the check at a budget and return its metrics."""
-        result = self.run_fn(self.config(budget, overrides), seed=seed, device=device)
+        """Run one seed of the check at a budget and return its metrics.
+
+        The run happens inside :func:`~iclr25._core.seeding.claim_scope`: a fixed thread count,
+        freshly seeded global RNGs, deterministic kernels and full float32 matmul precision, all
+        restored afterwards. So the same seed gives the same numbers alone, after another claim
+        in the same process, or beside another claim under ``--jobs 2``.
+        """
+        from iclr25._core.seeding import claim_scope
+
+        config = self.config(budget, overrides)
+        kwargs: dict[str, Any] = {"seed": seed, "device": device}
+        if "progress" in inspect.signature(self.run_fn).parameters:
+            kwargs["progress"] = progress or no_progress
+        with claim_scope(seed, threads=self.threads):
+            result = self.run_fn(config, **kwargs)
         if not isinstance(result, RunResult):
             raise TypeError(f"claim {self.name}: run_fn returned {type(result).__name__}, not RunResult")
         return result
@@ -338,13 +406,23 @@ class CriterionOutcome:
     needed: int
     passed: bool
     paper: str = ""
+    falsifier: str = ""
+    explain: str = ""
+    measured: int | None = None
 
     @property
-    def state(self) -> Literal["pass", "fail", "mixed"]:
-        """pass: held in enough seeds; fail: failed in enough seeds; mixed: neither."""
+    def state(self) -> Literal["pass", "fail", "mixed", "not measured"]:
+        """pass: held in enough seeds; fail: failed in enough seeds; mixed: neither.
+
+        Out of ``measured`` seeds where given (report-only rows count only the seeds that
+        measured them), else out of all seeds.
+        """
         if self.passed:
             return "pass"
-        return "fail" if len(self.per_seed) - self.held >= self.needed else "mixed"
+        n = len(self.per_seed) if self.measured is None else self.measured
+        if n == 0:
+            return "not measured"
+        return "fail" if n - self.held >= self.needed else "mixed"
 
 
 @dataclass
@@ -389,23 +467,31 @@ def judge(
     try:
         for c in claim.criteria:
             bar = spec.thresholds.get(c.name, c.threshold)
+            gating = c.gating and not spec.report_only
             stats = [c.statistic(r.metrics) for r in results if r is not None]
             held = sum(c.holds(s, bar) for s in stats)
             finite = [s for s in stats if not math.isnan(s)]
             med = statistics.median(finite) if finite else math.nan
+            # A gate counts every seed (an unmeasured seed is no evidence); a report-only row
+            # counts only the seeds that measured it, e.g. an arm run on one seed to save time.
+            measured = n if gating else len(finite)
+            need = needed if gating else math.ceil(2 * measured / 3)
             outcomes.append(
                 CriterionOutcome(
                     name=c.name,
                     rule=c.describe(bar),
-                    gating=c.gating and not spec.report_only,
+                    gating=gating,
                     control=c.control,
                     threshold=bar,
                     per_seed=stats,
                     median=med,
                     held=held,
-                    needed=needed,
-                    passed=held >= needed,
+                    needed=need,
+                    passed=measured > 0 and held >= need,
                     paper=c.paper,
+                    falsifier=c.falsifier,
+                    explain=c.explain,
+                    measured=measured,
                 )
             )
     except KeyError as err:

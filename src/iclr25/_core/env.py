@@ -10,29 +10,47 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_state", "snapshot"]
+__all__ = ["changed_since", "git_state", "snapshot"]
 
 _PACKAGES = ("iclr25", "torch", "numpy", "scipy", "scikit-learn", "transformers", "matplotlib")
+
+
+def _git(*args: str, cwd: str | os.PathLike[str]) -> str | None:
+    """The output of ``git ARGS`` in ``cwd``, or ``None`` when git fails or is missing."""
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def git_state(cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The git commit and whether the work tree is dirty (``None`` outside a checkout)."""
     where = Path(cwd) if cwd else Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    sha = _git("rev-parse", "HEAD", cwd=where)
+    status = _git("status", "--porcelain", "--untracked-files=no", cwd=where)
+    if sha is None or status is None:
         return {"sha": None, "dirty": None}
-    return {"sha": sha, "dirty": bool(status.strip())}
+    return {"sha": sha.strip(), "dirty": bool(status.strip())}
+
+
+def changed_since(
+    sha: str, paths: list[str], cwd: str | os.PathLike[str], exclude: list[str] = ()
+) -> list[str] | None:
+    """Files under ``paths`` that differ between commit ``sha`` and the work tree.
+
+    Args:
+        sha: a commit.
+        paths: paths relative to the repository root.
+        cwd: a folder inside the repository.
+        exclude: paths to leave out (e.g. a README whose tables are generated).
+
+    Returns:
+        The changed files, or ``None`` when git or the commit is not available.
+    """
+    out = _git("diff", "--name-only", sha, "--", *paths, *(f":(exclude){p}" for p in exclude), cwd=cwd)
+    return None if out is None else [line for line in out.splitlines() if line.strip()]
 
 
 def _version(name: str) -> str | None:

@@ -21,6 +21,7 @@ __all__ = [
     "UnknownMethodError",
     "get_entry",
     "load_claim",
+    "make_check_seconds",
     "require",
 ]
 
@@ -37,6 +38,8 @@ class Entry:
         extra: the pip extra the method needs ("" if only core dependencies).
         smoke_s: expected seconds for one smoke seed.
         full_s: expected seconds for one full seed.
+        full_seeds: seeds of the full budget (at least 3; all of them within 15 min).
+        long_s: expected seconds of the whole ``long`` budget, or 0 when the claim has none.
     """
 
     name: str
@@ -46,6 +49,13 @@ class Entry:
     extra: str = ""
     smoke_s: float = 30.0
     full_s: float = 300.0
+    full_seeds: int = 3
+    long_s: float = 0.0
+
+    @property
+    def full_total_s(self) -> float:
+        """Expected seconds of the full budget, all seeds."""
+        return self.full_s * self.full_seeds
 
 
 REGISTRY: dict[str, Entry] = {
@@ -145,6 +155,21 @@ REGISTRY: dict[str, Entry] = {
         ),
     )
 }
+
+
+def make_check_seconds(jobs: int = 1) -> float:
+    """Expected wall time of ``make check`` (every claim, full budget) with ``jobs`` workers.
+
+    Seeds go, in registry order, to the worker that frees up first, as the runner's process pool
+    hands them out; each seed takes its entry's ``full_s``.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    tasks = [e.full_s for e in REGISTRY.values() for _ in range(e.full_seeds)]
+    workers = [0.0] * jobs
+    for t in tasks:
+        workers[workers.index(min(workers))] += t
+    return max(workers)
 
 
 class UnknownMethodError(KeyError):

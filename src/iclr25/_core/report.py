@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime as dt
 import html
 import json
 import math
@@ -19,18 +20,24 @@ from pathlib import Path
 from typing import Any
 
 from iclr25._core.config import to_dict
-from iclr25._core.env import snapshot
+from iclr25._core.env import changed_since, git_state, snapshot
 from iclr25._core.runner import ClaimRun
 
 __all__ = [
+    "MANIFEST",
     "RESULTS_MARKERS",
     "STATUS_MARKERS",
+    "RunManifestError",
+    "check_resumable",
     "claim_record",
+    "complete_records",
+    "find_unfinished",
     "load_records",
     "render_report",
     "update_readmes",
     "write_claim_json",
     "write_env",
+    "write_manifest",
 ]
 
 STATUS_MARKERS = ("<!-- status:start -->", "<!-- status:end -->")
@@ -72,7 +79,23 @@ def claim_record(run: ClaimRun) -> dict[str, Any]:
         "verdict": judgement.verdict.value,
         "reason": judgement.reason,
         "seconds": run.seconds,
+        "figure": claim.figure,
+        "diagnosis": readme_diagnosis(claim.name),
     }
+
+
+def readme_diagnosis(name: str) -> str:
+    """The ``### Diagnosis`` text of a method's README ("" when it has none).
+
+    The report shows it under a verdict other than SUPPORTED, so a reader sees what is known
+    about why the claim did not reproduce.
+    """
+    path = Path(__file__).resolve().parents[1] / "methods" / name / "README.md"
+    if not path.is_file():
+        return ""
+    text = path.read_text()
+    match = re.search(r"^### +Diagnosis\s*$(.*?)(?=^#{1,3} |\Z)", text, flags=re.M | re.S)
+    return match.group(1).strip() if match else ""
 
 
 def write_claim_json(out_dir: Path, run: ClaimRun) -> Path:
@@ -87,6 +110,88 @@ def write_env(out_dir: Path) -> Path:
     path = out_dir / "env.json"
     path.write_text(json.dumps(snapshot(), indent=2))
     return path
+
+
+# --------------------------------------------------------------------------- run manifest
+# ``run.json`` says what a run folder was asked for (budget, seeds, overrides) and from which
+# commit, and whether it finished; ``iclr25 check --resume`` reads it.
+
+MANIFEST = "run.json"
+
+
+class RunManifestError(ValueError):
+    """A run folder that cannot be resumed with the arguments given."""
+
+
+def write_manifest(
+    out_dir: Path,
+    *,
+    budget: str,
+    plan: dict[str, list[int]],
+    overrides: dict[str, str],
+    device: str,
+    complete: bool,
+) -> Path:
+    """Write ``run.json``, keeping the claims an earlier call planned in the same folder."""
+    path = out_dir / MANIFEST
+    old = json.loads(path.read_text()) if path.exists() else {}
+    git = git_state()
+    data = {
+        "budget": budget,
+        "plan": {**old.get("plan", {}), **plan},
+        "overrides": overrides,
+        "device": device,
+        "commit": git["sha"],
+        "dirty": git["dirty"],
+        "started": old.get("started") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "complete": complete,
+    }
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def check_resumable(out_dir: Path, budget: str, overrides: dict[str, str]) -> dict[str, Any]:
+    """The manifest of a run folder that can be resumed at ``budget`` with ``overrides``.
+
+    Raises:
+        RunManifestError: no manifest, or another budget, commit or set of overrides.
+    """
+    path = out_dir / MANIFEST
+    if not path.is_file():
+        raise RunManifestError(f"{str(out_dir)!r} is not a folder written by `iclr25 check` (no {MANIFEST})")
+    manifest = json.loads(path.read_text())
+    if manifest.get("budget") != budget:
+        raise RunManifestError(f"that run used the {manifest.get('budget')!r} budget, not {budget!r}")
+    if manifest.get("dirty"):
+        raise RunManifestError("that run was made from uncommitted code, so its numbers trace to no commit")
+    sha = git_state()["sha"]
+    if manifest.get("commit") != sha:
+        was, now = (manifest.get("commit") or "unknown")[:10], (sha or "unknown")[:10]
+        raise RunManifestError(f"that run was made at commit {was}, the code is at {now}")
+    if manifest.get("overrides", {}) != overrides:
+        raise RunManifestError(f"that run used --set {manifest.get('overrides')}, not {overrides}")
+    return manifest
+
+
+def find_unfinished(reports: Path, budget: str) -> Path | None:
+    """The newest run folder under ``reports`` at ``budget`` whose manifest is not complete."""
+    if not reports.is_dir():
+        return None
+    for folder in sorted((p for p in reports.iterdir() if (p / MANIFEST).is_file()), reverse=True):
+        manifest = json.loads((folder / MANIFEST).read_text())
+        if manifest.get("budget") == budget:
+            return None if manifest.get("complete") else folder
+    return None
+
+
+def complete_records(out_dir: Path, plan: dict[str, list[int]]) -> dict[str, dict[str, Any]]:
+    """Records in ``out_dir`` that already hold every planned seed of their claim, by name."""
+    done = {}
+    for record in load_records(out_dir):
+        seeds = [s["seed"] for s in record["seeds"]]
+        if record["name"] in plan and seeds == plan[record["name"]]:
+            done[record["name"]] = record
+    return done
 
 
 def load_records(out_dir: Path) -> list[dict[str, Any]]:
@@ -150,8 +255,8 @@ def _headline(record: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- figures
 
 
-def render_figures(record: dict[str, Any], fig_dir: Path) -> list[tuple[str, Path]]:
-    """Draw one PNG per series (median over seeds, min–max band); return (title, path) pairs."""
+def render_figures(record: dict[str, Any], fig_dir: Path) -> list[tuple[str, Path, str]]:
+    """Draw one PNG per series (median over seeds, min–max band); return (title, path, key)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -191,7 +296,7 @@ def render_figures(record: dict[str, Any], fig_dir: Path) -> list[tuple[str, Pat
         path = fig_dir / f"{record['name']}-{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}.png"
         fig.savefig(path)
         plt.close(fig)
-        out.append((first["title"], path))
+        out.append((first["title"], path, key))
     return out
 
 
@@ -224,11 +329,25 @@ def summary_rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
                 _fmt(h["method"]),
                 stat,
                 h["paper"] or "—",
-                f"**{r['verdict']}**",
+                _verdict_cell(r["verdict"]),
                 f"{r['seconds']:.0f} s",
             ]
         )
     return rows
+
+
+#: Colour marks for verdicts: a coloured disc in Markdown, a coloured label in HTML.
+_MARKS = {"SUPPORTED": "🟢", "NOT_SUPPORTED": "🔴", "INCONCLUSIVE": "🟡", "ERROR": "🟣"}
+_HTML_COLOURS = {
+    "SUPPORTED": "#1a7f37",
+    "NOT_SUPPORTED": "#cf222e",
+    "INCONCLUSIVE": "#9a6700",
+    "ERROR": "#8250df",
+}
+
+
+def _verdict_cell(verdict: str) -> str:
+    return f"{_MARKS.get(verdict, '')} **{verdict}**"
 
 
 def _claim_short(record: dict[str, Any]) -> str:
@@ -238,7 +357,48 @@ def _claim_short(record: dict[str, Any]) -> str:
     return entry.claim if entry else record["statement"][:80]
 
 
-def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path]]) -> list[_Block]:
+def _prose_blocks(text: str) -> list[_Block]:
+    """Paragraphs and bullet lists of a README excerpt as report blocks."""
+    blocks: list[_Block] = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        lines = [line.strip() for line in para.splitlines() if line.strip()]
+        if lines and all(line.startswith(("- ", "* ")) for line in lines):
+            blocks.append(_Block("list", rows=[[line[2:]] for line in lines]))
+        elif lines:
+            blocks.append(_Block("p", " ".join(lines)))
+    return blocks
+
+
+def _criteria_rows(r: dict[str, Any]) -> list[list[str]]:
+    specs = {c["name"]: c for c in r["criteria"]}
+    rows = [
+        ["criterion", "what it means", "rule", "gates", "falsifier", "per seed", "median", "held", "state"]
+    ]
+    for o in r["outcomes"]:
+        spec = specs.get(o["name"], {})
+        measured = o.get("measured")
+        n = len(o["per_seed"]) if measured is None else measured
+        if o["control"]:
+            falsifier = "(is a control)"
+        else:
+            falsifier = spec.get("falsifier") or ("—" if not o["gating"] else "none named")
+        rows.append(
+            [
+                o["name"] + (" (control)" if o["control"] else ""),
+                spec.get("explain") or "—",
+                f"`{o['rule']}`",
+                "yes" if o["gating"] else "report",
+                f"`{falsifier}`" if spec.get("falsifier") else falsifier,
+                ", ".join(_fmt(v) for v in o["per_seed"]),
+                _fmt(o["median"]),
+                f"{o['held']}/{n}",
+                o["state"],
+            ]
+        )
+    return rows
+
+
+def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> list[_Block]:
     paper = r["paper"]
     blocks = [
         _Block("h2", r["name"]),
@@ -246,26 +406,25 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path]]) -> list[_B
         _Block("p", f"**Claim.** {r['statement']}"),
         _Block(
             "p",
-            f"**Verdict: {r['verdict']}** — {r['reason']}. Budget `{r['budget']}`, "
+            f"Verdict: {_verdict_cell(r['verdict'])} — {r['reason']}. Budget `{r['budget']}`, "
             f"seeds {[s['seed'] for s in r['seeds']]}, {r['seconds']:.1f} s, device {r['device']}.",
         ),
     ]
+    # The headline figure opens the section; the others follow the tables.
+    key = r.get("figure") or (figures[0][2] if figures else "")
+    headline = [f for f in figures if f[2] == key][:1]
+    rest = [f for f in figures if f not in headline]
+    for title, path, _ in headline:
+        blocks.append(_Block("img", title, path=path))
     if r["outcomes"]:
-        rows = [["criterion", "rule", "gates", "per seed", "median", "held", "state", "paper"]]
-        for o in r["outcomes"]:
-            rows.append(
-                [
-                    o["name"] + (" (control)" if o["control"] else ""),
-                    f"`{o['rule']}`",
-                    "yes" if o["gating"] else "report",
-                    ", ".join(_fmt(v) for v in o["per_seed"]),
-                    _fmt(o["median"]),
-                    f"{o['held']}/{len(o['per_seed'])}",
-                    o["state"],
-                    o.get("paper") or "—",
-                ]
-            )
-        blocks += [_Block("h3", "Criteria"), _Block("table", rows=rows)]
+        blocks += [_Block("h3", "Criteria"), _Block("table", rows=_criteria_rows(r))]
+        papers = [[o["name"], o["paper"]] for o in r["outcomes"] if o.get("paper")]
+        if papers:
+            blocks.append(_Block("table", rows=[["criterion", "the paper reports"], *papers]))
+    if r["verdict"] != "SUPPORTED":
+        diagnosis = r.get("diagnosis") or ""
+        blocks.append(_Block("h3", "Diagnosis"))
+        blocks += _prose_blocks(diagnosis) if diagnosis else [_Block("p", "No diagnosis written yet.")]
     arms = sorted({a for s in r["seeds"] if s["metrics"] for a in s["metrics"]})
     if arms:
         rows = [["arm", "what", "metric", "median over seeds"]]
@@ -279,7 +438,7 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path]]) -> list[_B
         blocks += [_Block("h3", "Deviations"), _Block("list", rows=[[d] for d in r["deviations"]])]
     if r["overrides"]:
         blocks.append(_Block("p", "Overrides: " + ", ".join(f"`{k}={v}`" for k, v in r["overrides"].items())))
-    for title, path in figures:
+    for title, path, _ in rest:
         blocks.append(_Block("img", title, path=path))
     notes = [f"seed {s['seed']}: {n}" for s in r["seeds"] for n in s["notes"]]
     if notes:
@@ -313,6 +472,11 @@ def _to_markdown(blocks: Sequence[_Block], root: Path) -> str:
 
 def _inline(text: str) -> str:
     text = html.escape(text)
+    for verdict, colour in _HTML_COLOURS.items():
+        text = text.replace(
+            f"{_MARKS[verdict]} **{verdict}**",
+            f"<b style='color:#fff;background:{colour};padding:0 0.4em;border-radius:3px'>{verdict}</b>",
+        )
     text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
     text = re.sub(r"`(.+?)`", r"<code>\1</code>", text)
     return re.sub(r"\*(.+?)\*", r"<i>\1</i>", text)
@@ -400,7 +564,7 @@ def _replace_between(text: str, markers: tuple[str, str], body: str, where: str)
     return f"{head}{start}\n{body.rstrip()}\n{end}{tail}"
 
 
-def _status_row(r: dict[str, Any], date: str) -> list[str]:
+def _status_row(r: dict[str, Any], date: str, sha: str) -> list[str]:
     h = _headline(r)
     numbers = f"{h['metric']}: {_fmt(h['method'])}"
     if h["baseline"] is not None:
@@ -412,20 +576,108 @@ def _status_row(r: dict[str, Any], date: str) -> list[str]:
         numbers,
         h["paper"] or "—",
         date,
+        f"`{sha[:10]}`" if sha else "unknown",
     ]
+
+
+STALE = "**stale**"
+_STATUS_HEAD = [
+    "| method | claim | verdict | headline numbers (ours) | paper | date | commit |",
+    "|---|---|---|---|---|---|---|",
+]
+
+
+def stale_files(repo_root: Path, name: str, sha: str | None) -> list[str] | None:
+    """Files of a method's code, ``_core/`` or ``common/`` changed since commit ``sha``.
+
+    Its README is left out (its Results table is what gets regenerated). ``None`` when that
+    cannot be told (no commit recorded, or no git).
+    """
+    if not sha:
+        return None
+    base = "src/iclr25"
+    return changed_since(
+        sha,
+        [f"{base}/methods/{name}", f"{base}/_core", f"{base}/common"],
+        repo_root,
+        exclude=[f"{base}/methods/{name}/README.md"],
+    )
+
+
+def _stale_note(repo_root: Path, name: str, sha: str | None) -> str:
+    changed = stale_files(repo_root, name, sha)
+    if changed is None:
+        return "no commit recorded" if not sha else "commit not found"
+    if not changed:
+        return ""
+    return f"{len(changed)} file(s) changed since, e.g. {changed[0]}"
+
+
+def _mark_status_line(line: str, repo_root: Path) -> str:
+    """A status row with the stale mark set from its recorded commit (added or removed)."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    m = re.match(r"\[`([a-z0-9_]+)`\]", cells[0])
+    if not m or len(cells) < 6 or cells[2] == "not run":
+        return line
+    if len(cells) == 6:  # a row written before commits were recorded
+        cells.append("unknown")
+    sha = re.sub(r"[`\s]", "", cells[6]) if cells[6] != "unknown" else None
+    verdict = cells[2].replace(f" · {STALE}", "")
+    note = _stale_note(repo_root, m.group(1), sha)
+    cells[2] = f"{verdict} · {STALE}" if note else verdict
+    return "| " + " | ".join(cells) + " |"
+
+
+def _results_body(r: dict[str, Any], date: str, sha: str, path: Path) -> str:
+    rows = [["criterion", "rule", "paper", "ours (median)", "state"]]
+    for o in r["outcomes"]:
+        rows.append(
+            [
+                o["name"] + (" (control)" if o["control"] else ""),
+                f"`{o['rule']}`",
+                o.get("paper") or "—",
+                _fmt(o["median"]),
+                o["state"] if o["gating"] else f"{o['state']} (report only)",
+            ]
+        )
+    return (
+        f"**{r['verdict']}** — {r['reason']}. Budget `{r['budget']}`, seeds "
+        f"{[s['seed'] for s in r['seeds']]}, {r['seconds']:.0f} s, {date}, commit "
+        f"`{(sha or 'unknown')[:10]}`; `iclr25 check {r['name']} --budget {r['budget']}`.\n\n"
+        + _to_markdown([_Block("table", rows=rows)], path)
+    )
+
+
+def _mark_results(body: str, repo_root: Path, name: str) -> str:
+    """A Results block with its stale line set from the commit it names (added or removed)."""
+    body = re.sub(r"^> \*\*Stale:\*\*.*\n\n", "", body.lstrip("\n"), flags=re.M)
+    m = re.search(r"commit `([0-9a-f]+)`", body)
+    note = _stale_note(repo_root, name, m.group(1) if m else None)
+    if not note:
+        return body
+    return (
+        f"> **Stale:** these numbers may not match the code ({note}); "
+        f"re-run `iclr25 check {name}` and `iclr25 report DIR --update-readme`.\n\n" + body
+    )
 
 
 def update_readmes(out_dir: Path, repo_root: Path) -> list[Path]:
     """Regenerate the top README's status table and each method README's Results table.
 
-    Rows of methods absent from this report are kept as they were.
+    Rows of methods absent from this report are kept as they were. Every row and Results table
+    records the commit it was generated from; one whose method folder, ``_core/`` or ``common/``
+    changed since that commit is marked stale (and the mark goes once it is regenerated).
 
     Returns:
         The files written.
     """
     records = load_records(out_dir)
     env_path = out_dir / "env.json"
-    date = json.loads(env_path.read_text()).get("time", "")[:10] if env_path.exists() else ""
+    env = json.loads(env_path.read_text()) if env_path.exists() else {}
+    date = env.get("time", "")[:10]
+    sha = (env.get("git") or {}).get("sha") or ""
+    if (env.get("git") or {}).get("dirty"):
+        sha = ""  # numbers from uncommitted code trace to no commit
     written = []
     readme = repo_root / "README.md"
     text = readme.read_text()
@@ -439,44 +691,34 @@ def update_readmes(out_dir: Path, repo_root: Path) -> list[Path]:
             old_rows[m.group(1)] = line
     from iclr25._core.registry import REGISTRY
 
-    new_rows = {r["name"]: "| " + " | ".join(_status_row(r, date)) + " |" for r in records}
+    new_rows = {r["name"]: "| " + " | ".join(_status_row(r, date, sha)) + " |" for r in records}
     names = sorted(set(REGISTRY) | set(old_rows) | set(new_rows))
-    lines = [
-        "| method | claim | verdict | headline numbers (ours) | paper | date |",
-        "|---|---|---|---|---|---|",
-    ]
+    lines = list(_STATUS_HEAD)
     for name in names:
         if name in new_rows:
-            lines.append(new_rows[name])
+            lines.append(_mark_status_line(new_rows[name], repo_root))
         elif name in old_rows:
-            lines.append(old_rows[name])
+            lines.append(_mark_status_line(old_rows[name], repo_root))
         else:
             entry = REGISTRY[name]
             link = f"[`{name}`](src/iclr25/methods/{name}/README.md)"
-            lines.append(f"| {link} | {entry.claim} | not run | — | — | — |")
+            lines.append(f"| {link} | {entry.claim} | not run | — | — | — | — |")
     readme.write_text(_replace_between(text, STATUS_MARKERS, "\n".join(lines), str(readme)))
     written.append(readme)
-    for r in records:
-        path = repo_root / "src" / "iclr25" / "methods" / r["name"] / "README.md"
+    by_name = {r["name"]: r for r in records}
+    for name in sorted(set(REGISTRY) | set(by_name)):
+        path = repo_root / "src" / "iclr25" / "methods" / name / "README.md"
         if not path.exists():
             continue
-        rows = [["criterion", "rule", "paper", "ours (median)", "state"]]
-        for o in r["outcomes"]:
-            rows.append(
-                [
-                    o["name"] + (" (control)" if o["control"] else ""),
-                    f"`{o['rule']}`",
-                    o.get("paper") or "—",
-                    _fmt(o["median"]),
-                    o["state"] if o["gating"] else f"{o['state']} (report only)",
-                ]
-            )
-        body = (
-            f"**{r['verdict']}** — {r['reason']}. Budget `{r['budget']}`, seeds "
-            f"{[s['seed'] for s in r['seeds']]}, {r['seconds']:.0f} s, {date}; "
-            f"`iclr25 check {r['name']} --budget {r['budget']}`.\n\n"
-            + _to_markdown([_Block("table", rows=rows)], path)
-        )
-        path.write_text(_replace_between(path.read_text(), RESULTS_MARKERS, body, str(path)))
-        written.append(path)
+        text = path.read_text()
+        if name in by_name:
+            body = _results_body(by_name[name], date, sha, path)
+        elif RESULTS_MARKERS[0] in text and RESULTS_MARKERS[1] in text:
+            body = text.split(RESULTS_MARKERS[0], 1)[1].split(RESULTS_MARKERS[1], 1)[0]
+        else:
+            continue
+        new = _replace_between(text, RESULTS_MARKERS, _mark_results(body, repo_root, name), str(path))
+        if new != text:
+            path.write_text(new)
+            written.append(path)
     return written

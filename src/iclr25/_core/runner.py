@@ -8,14 +8,15 @@ that finished. An exception inside a claim is recorded as ERROR and the run goes
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
+import multiprocessing as mp
+import queue
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from iclr25._core.claims import Claim, Judgement, RunResult, judge
+from iclr25._core.claims import Claim, Judgement, ProgressFn, RunResult, judge
 from iclr25._core.registry import load_claim
 
 __all__ = ["ClaimRun", "SeedRun", "resolve_device", "run_checks", "run_one"]
@@ -69,16 +70,16 @@ def run_one(
     seed: int,
     overrides: Mapping[str, str],
     device: str,
-    threads: int | None = None,
+    progress: ProgressFn | None = None,
 ) -> SeedRun:
-    """Run one seed, catching any exception into ``SeedRun.error`` (Ctrl-C propagates)."""
-    if threads:
-        import torch
+    """Run one seed, catching any exception into ``SeedRun.error`` (Ctrl-C propagates).
 
-        torch.set_num_threads(threads)
+    The thread count is the claim's own (:attr:`Claim.threads`), whatever the number of
+    workers, so a seed's numbers do not depend on how the run was split.
+    """
     start = time.perf_counter()
     try:
-        result = claim.run(budget, seed, overrides, device=device)
+        result = claim.run(budget, seed, overrides, device=device, progress=progress)
         error = None
     except Exception:
         result, error = None, traceback.format_exc()
@@ -86,9 +87,12 @@ def run_one(
 
 
 def _worker(
-    name: str, budget: str, seed: int, overrides: dict[str, str], device: str, threads: int
+    name: str, budget: str, seed: int, overrides: dict[str, str], device: str, messages: Any
 ) -> SeedRun:
-    return run_one(load_claim(name), budget, seed, overrides, device, threads)
+    def progress(stage: str, done: int, total: int) -> None:
+        messages.put((name, seed, stage, done, total))
+
+    return run_one(load_claim(name), budget, seed, overrides, device, progress)
 
 
 def run_checks(
@@ -101,19 +105,22 @@ def run_checks(
     jobs: int = 1,
     on_claim_done: Callable[[ClaimRun], Any] | None = None,
     on_seed_done: Callable[[ClaimRun, SeedRun], Any] | None = None,
+    on_progress: Callable[[str, int, str, int, int], Any] | None = None,
 ) -> list[ClaimRun]:
     """Run every claim over every seed and judge each claim.
 
     Args:
         claims: the claims to run (configs and overrides are validated before this).
-        budget: "smoke" or "full".
+        budget: "smoke", "full" or "long".
         seeds: claim name -> the seeds it runs.
         overrides: ``--set`` overrides shared by all claims.
         device: "cpu" or "cuda".
-        jobs: parallel worker processes; each gets ``cpu_count // jobs`` torch threads.
+        jobs: parallel worker processes; each claim runs on its own ``threads`` whatever this is.
         on_claim_done: called with each claim's judged run as soon as its seeds finish
             (the CLI writes that claim's JSON here).
         on_seed_done: called after every seed (the CLI advances its progress bar here).
+        on_progress: ``on_progress(claim, seed, stage, done, total)``, relayed from inside long
+            claims (from worker processes too).
 
     Returns:
         One :class:`ClaimRun` per claim, in the order given. On KeyboardInterrupt the claims
@@ -137,19 +144,38 @@ def run_checks(
     if jobs <= 1:
         for claim in claims:
             for seed in seeds[claim.name]:
-                record(claim.name, run_one(claim, budget, seed, overrides, device))
+
+                def progress(stage: str, done: int, total: int, _c=claim.name, _s=seed) -> None:
+                    if on_progress:
+                        on_progress(_c, _s, stage, done, total)
+
+                record(claim.name, run_one(claim, budget, seed, overrides, device, progress))
         return list(runs.values())
 
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+    with mp.Manager() as manager, cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+        messages = manager.Queue()
+
+        def drain() -> None:
+            while True:
+                try:
+                    message = messages.get_nowait()
+                except queue.Empty:
+                    return
+                if on_progress:
+                    on_progress(*message)
+
         futures = {
-            pool.submit(_worker, c.name, budget, s, dict(overrides), device, threads): c.name
+            pool.submit(_worker, c.name, budget, s, dict(overrides), device, messages): c.name
             for c in claims
             for s in seeds[c.name]
         }
         try:
-            for fut in cf.as_completed(futures):
-                record(futures[fut], fut.result())
+            pending = set(futures)
+            while pending:
+                done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                drain()
+                for fut in done:
+                    record(futures[fut], fut.result())
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)
             raise

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["numpy_rng", "one_thread", "seed_everything"]
+__all__ = ["claim_scope", "numpy_rng", "one_thread", "seed_everything"]
 
 
 def seed_everything(seed: int, *, deterministic: bool = True) -> torch.Generator:  # noqa: F821
@@ -71,3 +72,60 @@ def one_thread() -> Iterator[None]:
             yield
     finally:
         torch.set_num_threads(threads)
+
+
+@contextmanager
+def claim_scope(seed: int, *, threads: int = 1) -> Iterator[None]:
+    """Run a claim with every process-wide setting that can change its numbers fixed, then restore.
+
+    Inside the block: torch, the BLAS/OpenMP pools and numba (when loaded) use ``threads``
+    threads; Python's, NumPy's and torch's global RNGs are seeded with ``seed``; torch uses
+    deterministic kernels and full-precision float32 matmuls. Afterwards each setting is put back
+    as it was. A claim's numbers then do not depend on what ran before it in the process, nor on
+    how many workers ``iclr25 check --jobs`` started (each would otherwise get its own share of
+    the cores, and a different thread count changes the order of floating-point sums).
+
+    Args:
+        seed: the claim's seed.
+        threads: threads for torch, BLAS and numba inside the block.
+
+    Example:
+        >>> import random
+        >>> with claim_scope(3):
+        ...     a = random.random()
+        >>> with claim_scope(3):
+        ...     b = random.random()
+        >>> a == b
+        True
+    """
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    saved_threads = torch.get_num_threads()
+    saved_det = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    saved_precision = torch.get_float32_matmul_precision()
+    saved_py, saved_np, saved_torch = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    numba = sys.modules.get("numba")
+    saved_numba = numba.get_num_threads() if numba is not None else None
+    torch.set_num_threads(threads)
+    torch.set_float32_matmul_precision("highest")
+    if numba is not None:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    seed_everything(seed)
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        torch.set_num_threads(saved_threads)
+        torch.use_deterministic_algorithms(saved_det[0], warn_only=saved_det[1])
+        torch.set_float32_matmul_precision(saved_precision)
+        random.setstate(saved_py)
+        np.random.set_state(saved_np)
+        torch.set_rng_state(saved_torch)
+        if numba is not None and saved_numba is not None:
+            numba.set_num_threads(saved_numba)
