@@ -63,3 +63,10 @@ def test_save_and_load_local_folder(tmp_path: Path) -> None:
     assert torch.allclose(model(x).logits, again(x).logits)
     with pytest.raises(FileNotFoundError, match=r"config\.json"):
         load_tiny_lm(tmp_path / "missing")
+
+
+def test_gpt2_names_its_loss_so_transformers_does_not_warn(tmp_path: Path) -> None:
+    model = build_tiny_lm("gpt2", vocab_size=8, n_layer=1, n_head=2, d_model=16, seed=0)
+    assert model.loss_type == "ForCausalLM"  # GPT2LMHeadModel's class name maps to no loss
+    model.save_pretrained(tmp_path)
+    assert load_tiny_lm(tmp_path).loss_type == "ForCausalLM"

@@ -161,6 +161,9 @@ def build_tiny_lm(
         torch.manual_seed(seed)
         model = cls(config)
     model.generation_config.pad_token_id = pad_token_id
+    # transformers infers the loss from the class name; "GPT2LMHeadModel" matches none of its
+    # names, so it would fall back to the causal-LM loss with a warning. Name that loss.
+    model.loss_type = "ForCausalLM"
     return model.eval()
 
 
@@ -176,4 +179,7 @@ def load_tiny_lm(path: str | os.PathLike[str], **kwargs: object) -> PreTrainedMo
     """
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise FileNotFoundError(f"no model folder with config.json at {str(path)!r}")
-    return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kwargs).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kwargs)
+    if model.loss_type is None:  # a class name transformers cannot map to a loss (GPT-2)
+        model.loss_type = "ForCausalLM"
+    return model.eval()
