@@ -98,12 +98,12 @@ def test_report_section_opens_with_figure_and_shows_falsifiers_and_diagnosis(tmp
     run = _finished_run()
     write_claim_json(tmp_path, run)
     record = json.loads((tmp_path / "fake.json").read_text())
-    record["verdict"], record["diagnosis"] = "NOT_SUPPORTED", "The toy effect is too small.\n\n- one\n- two"
+    record["verdict"], record["diagnosis"] = "NOT_SUPPORTED", "The toy effect is too small.\n\n- one\n  wrapped\n- two\n\n- three"
     (tmp_path / "fake.json").write_text(json.dumps(record))
     md = render_report(tmp_path)[0].read_text()
     section = md.split("## fake", 1)[1]
     assert section.index("![acc vs n]") < section.index("### Criteria") < section.index("### Diagnosis")
     assert "`control_gain`" in section and "at least 0.1 more accurate" in section
-    assert "The toy effect is too small." in section and "- two" in section
+    assert "The toy effect is too small." in section and "- one wrapped\n- two\n- three" in section
     assert "🔴 **NOT_SUPPORTED**" in md
     assert "background:#cf222e" in (tmp_path / "report.html").read_text()

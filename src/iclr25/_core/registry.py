@@ -77,6 +77,7 @@ REGISTRY: dict[str, Entry] = {
             extra="coreset_sc",
             smoke_s=15.0,
             full_s=30.0,
+            full_seeds=5,
         ),
         Entry(
             name="scope_gen",

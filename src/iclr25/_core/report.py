@@ -362,10 +362,21 @@ def _prose_blocks(text: str) -> list[_Block]:
     blocks: list[_Block] = []
     for para in re.split(r"\n\s*\n", text.strip()):
         lines = [line.strip() for line in para.splitlines() if line.strip()]
-        if lines and all(line.startswith(("- ", "* ")) for line in lines):
-            blocks.append(_Block("list", rows=[[line[2:]] for line in lines]))
-        elif lines:
+        if not lines:
+            continue
+        if not lines[0].startswith(("- ", "* ")):
             blocks.append(_Block("p", " ".join(lines)))
+            continue
+        items: list[str] = []
+        for line in lines:  # a bullet's wrapped lines join the bullet
+            if line.startswith(("- ", "* ")):
+                items.append(line[2:])
+            else:
+                items[-1] += " " + line
+        if blocks and blocks[-1].kind == "list":  # bullets separated by blank lines: one list
+            blocks[-1] = _Block("list", rows=[*blocks[-1].rows, *([i] for i in items)])
+        else:
+            blocks.append(_Block("list", rows=[[i] for i in items]))
     return blocks
 
 

@@ -74,6 +74,9 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 @contextmanager
 def claim_scope(seed: int, *, threads: int = 1) -> Iterator[None]:
     """Run a claim with every process-wide setting that can change its numbers fixed, then restore.
@@ -112,6 +115,10 @@ def claim_scope(seed: int, *, threads: int = 1) -> Iterator[None]:
     saved_py, saved_np, saved_torch = random.getstate(), np.random.get_state(), torch.get_rng_state()
     numba = sys.modules.get("numba")
     saved_numba = numba.get_num_threads() if numba is not None else None
+    # Pools a library loads inside the block (an OpenMP or BLAS runtime imported lazily) read
+    # these when they start; pools already loaded are limited by threadpoolctl below.
+    saved_env = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: str(threads) for k in _THREAD_VARS})
     torch.set_num_threads(threads)
     torch.set_float32_matmul_precision("highest")
     if numba is not None:
@@ -129,3 +136,8 @@ def claim_scope(seed: int, *, threads: int = 1) -> Iterator[None]:
         torch.set_rng_state(saved_torch)
         if numba is not None and saved_numba is not None:
             numba.set_num_threads(saved_numba)
+        for key, val in saved_env.items():
+            if val is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = val

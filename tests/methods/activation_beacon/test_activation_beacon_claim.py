@@ -38,6 +38,18 @@ def test_smoke_judged_report_only(smoke_runs):
     assert {"recall_vs_kv", "arms_at_budget", "training"} <= set(run.series)
 
 
+def test_only_recall_gates_and_each_names_a_control():
+    """Exactness and counts are report-only; each recall gate is falsified by a control in the run."""
+    by_name = {c.name: c for c in CLAIM.criteria}
+    gates = {c.name for c in CLAIM.criteria if c.gating and not c.control}
+    assert gates == {"g4_recall_vs_full", "g4_recall_vs_streaming"}
+    for name in gates:
+        control = by_name[by_name[name].falsifier]
+        assert control.control and control.gating and control.threshold == by_name[name].threshold
+    assert all(c.explain for c in CLAIM.criteria)
+    assert CLAIM.budgets["full"].seeds == 3
+
+
 def test_recall_data_layout():
     ids, labels = make_recall_data(3, 64, 16, seed=0)
     assert ids.shape == labels.shape == (3, 64)

@@ -120,6 +120,24 @@ def test_bernoulli_masks_fixed_per_example_and_off_at_test() -> None:
     assert bool(net(x, return_masks=True, index=idx)[1][0].all())
 
 
+def test_step_flops_are_dense_plus_one_routing_matmul_per_layer() -> None:
+    """The claim's ``step_flops_ratio`` row is analytic: COMET adds only the routing chain's forward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    B, d, h, o = 8, 6, 20, 3
+    x, y = torch.randn(B, d), torch.randint(0, o, (B,))
+    flops = {}
+    for name, net in (("comet", COMETMLP(d, (h,) * 3, o, p_keep=0.5)), ("dense", DenseMLP(d, (h,) * 3, o))):
+        counter = FlopCounterMode(display=False)
+        with counter:
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+        flops[name] = counter.get_total_flops()
+    weights = d * h + h * h + h * h + h * o  # in x out of the four linear layers
+    dense = 2 * B * weights * 2 + 2 * B * (weights - d * h)  # forward, weight grads, input grads (not x)
+    routing = 2 * B * (d * h + h * h + h * h)  # c_l = V_l z_{l-1}, forward only, no gradient
+    assert flops == {"comet": dense + routing, "dense": dense}
+
+
 def test_resampled_router_changes_every_call() -> None:
     x, _ = _xy(4)
     net = ResampledRoutingMLP(6, (64,), 3, p_keep=0.5, seed=0)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from ase import Atoms
 from ase.build import bulk
+from ase.calculators.fd import calculate_numerical_forces, calculate_numerical_stress
 from hessian_distill_helpers import batch64, cluster, model64
 
 from iclr25.methods.hessian_distill import (
@@ -178,16 +179,16 @@ def test_calculator_forces_and_stress_match_numerical() -> None:
     atoms.calc = StudentCalculator(m)
     f = atoms.get_forces()
     assert f.dtype == np.float64 and isinstance(atoms.get_potential_energy(), float)
-    np.testing.assert_allclose(f, atoms.calc.calculate_numerical_forces(atoms, d=1e-4), atol=1e-6)
+    np.testing.assert_allclose(f, calculate_numerical_forces(atoms, eps=1e-4), atol=1e-6)
     stress = atoms.get_stress()
-    num = atoms.calc.calculate_numerical_stress(atoms, d=1e-5)
+    num = calculate_numerical_stress(atoms, eps=1e-5)
     np.testing.assert_allclose(stress, num, atol=1e-6)
     cluster_atoms = cluster(0)
     cluster_atoms.calc = StudentCalculator(model64())
     assert cluster_atoms.get_forces().dtype == np.float64
     np.testing.assert_allclose(
         cluster_atoms.get_forces(),
-        cluster_atoms.calc.calculate_numerical_forces(cluster_atoms, d=1e-4),
+        calculate_numerical_forces(cluster_atoms, eps=1e-4),
         atol=1e-6,
     )
 

@@ -35,3 +35,19 @@ def test_smoke_world_has_covariation(smoke_runs) -> None:
     """Held-out natural rows share covariances with train rows; an independent-site sample does not."""
     m = smoke_runs("invmsafold")[0].metrics
     assert m["natural"]["cov_r"] > 0.2 > abs(m["independent"]["cov_r"])
+
+
+def test_every_gate_names_a_control_falsifier_and_every_row_explains_itself() -> None:
+    by_name = {c.name: c for c in CLAIM.criteria}
+    gates = [c for c in CLAIM.criteria if c.gating and not c.control]
+    assert {c.name for c in gates} == {"R1_covariance", "R1_pw", "R2_fold_success", "R3_pca_kl"}
+    for c in gates:
+        target = by_name[c.falsifier]
+        assert target.control and target.gating, c.name
+        # the control is the same rule on a broken arm
+        assert (target.kind, target.op, target.threshold, target.b) == (c.kind, c.op, c.threshold, c.b), (
+            c.name
+        )
+    report_only = {c.name for c in CLAIM.criteria if not c.gating}
+    assert report_only == {"R2_diversity", "pairwise_diversity", "R4_speed_ops", "R4_speed_wallclock"}
+    assert all(c.explain for c in CLAIM.criteria)

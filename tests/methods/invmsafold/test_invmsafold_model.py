@@ -95,6 +95,25 @@ def test_training_reduces_loss_and_is_deterministic() -> None:
         train_invmsafold(_model(), structs, bad, variant="ar", config=cfg, generator=torch.Generator())
 
 
+def test_training_reports_progress_every_five_percent() -> None:
+    w = _world()
+    s = w.structures[0]
+    msa = torch.randint(0, 20, (8, 9), generator=torch.Generator().manual_seed(0))
+    cfg = TrainConfig(steps=40, lr=1e-3, batch_structures=1, msa_rows=4)
+    calls: list[tuple[str, int, int]] = []
+    record = lambda *a: calls.append(a)  # noqa: E731
+    train_invmsafold(
+        _model(), [s], [msa], variant="ar", config=cfg, generator=torch.Generator(), progress=record
+    )
+    assert calls == [("InvMSAFold-AR training", i, 40) for i in range(0, 40, 2)]
+    calls.clear()
+    torch.manual_seed(0)
+    enc = LatticeEncoder(max_len=9, coord_dim=2, d_model=8, n_layers=1, n_heads=2)
+    ifar = IFAR(enc, q=20, d_model=8, n_layers=1, n_heads=2, dim_feedforward=16)
+    train_ifar(ifar, [s], [msa[:1]], config=cfg, generator=torch.Generator(), progress=record)
+    assert calls == [("IF-AR training", i, 40) for i in range(0, 40, 2)]
+
+
 def test_sample_variants_and_bad_variant() -> None:
     m = _model()
     s = _world().structures[1]

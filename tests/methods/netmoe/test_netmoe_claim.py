@@ -23,6 +23,7 @@ def test_smoke_runs_every_arm_and_is_exact(smoke_runs) -> None:
     assert m["distributed"]["bytes_exact"] == 1.0 and m["distributed"]["placement_agree"] == 1.0
     assert m["distributed"]["out_err_vs_identity"] <= 1e-6
     assert m["random"]["inter_ratio"] > m["netmoe"]["inter_ratio"]
+    assert {"lm_tmax_ratio", "lm_inter_ratio"} <= set(m["shuffled"])
     assert {"gain_vs_locality", "lm_loss"} <= set(a.series)
     j = judge(CLAIM, "smoke", [a])
     assert j.reason == "smoke: report-only" and len(j.outcomes) == len(CLAIM.criteria)
@@ -44,8 +45,12 @@ def _train_and_trace() -> None:
     lm = TinyMoELM(
         64, d_model=16, d_ff=16, num_experts=4, max_len=16, generator=torch.Generator().manual_seed(0)
     )
-    losses = train_tiny_moe_lm(lm, tokens, steps=30, batch_size=16, seed=0)
+    calls: list[tuple[str, int, int]] = []
+    record = lambda *a: calls.append(a)  # noqa: E731
+    losses = train_tiny_moe_lm(lm, tokens, steps=30, batch_size=16, seed=0, progress=record)
     assert np.mean(losses[-5:]) < losses[0]
+    assert calls[0] == ("tiny MoE LM training", 0, 30)
+    assert [c[1] for c in calls] == list(range(30))  # every 5 % of 30 steps: every step
     traces = lm.routing(torch.as_tensor(tokens[:8, :16]))
     assert len(traces) == 2 and traces[0].shape == (8, 16, 2) and traces[0].max() < 4
 
@@ -60,13 +65,31 @@ def test_config_validation() -> None:
 
 
 def test_negative_controls_gate() -> None:
-    controls = [c for c in CLAIM.criteria if c.control]
-    assert {c.name for c in controls} == {
+    controls = {c.name: c for c in CLAIM.criteria if c.control}
+    assert set(controls) == {
+        "ctrl_shuffled_inter",
         "ctrl_uniform_routing",
         "ctrl_shuffled_columns",
+        "ctrl_shuffled_lm",
+        "ctrl_shuffled_lm_vs_random",
         "ctrl_labels_left_behind",
     }
-    assert all(c.gating for c in controls)
+    # The labels control belongs to the report-only exactness rows of G3.
+    assert {n for n, c in controls.items() if not c.gating} == {"ctrl_labels_left_behind"}
+
+
+def test_every_gate_names_a_control_falsifier_and_every_row_explains_itself() -> None:
+    by_name = {c.name: c for c in CLAIM.criteria}
+    gates = [c for c in CLAIM.criteria if c.gating and not c.control]
+    assert {c.name for c in gates} == {"g1_inter_bytes", "g1_tmax", "lm_gain", "lm_above_random"}
+    for c in gates:
+        target = by_name[c.falsifier]
+        assert target.control and target.gating, c.name
+        # the control measures the same statistic on the broken arm, against the same bar
+        assert (target.kind, target.op, target.threshold) == (c.kind, c.op, c.threshold), c.name
+    assert all(c.explain for c in CLAIM.criteria)
+    exact = [c for c in CLAIM.criteria if c.name.startswith(("g2_", "g3_"))]
+    assert exact and not any(c.gating for c in exact)
 
 
 def test_memmap_corpus_reads_any_sample_by_global_id(tmp_path) -> None:

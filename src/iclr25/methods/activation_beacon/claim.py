@@ -3,9 +3,11 @@ with recall close to the uncompressed model at an equal KV budget.
 
 A tiny Llama is first trained with full attention on synthetic typed-fact recall (facts early,
 the query in the last chunk); then only beacon parameters are trained (compression-based
-auto-regression, step-random α). Exactness, KV-entry and attention-score counts are measured
-on the library's own passes and compared with the analytic formulas. Negative controls: a
-cache that keeps raw K/V, untrained beacons, mean-pooled K/V and StreamingLLM.
+auto-regression, step-random α). Recall at an equal KV budget gates the verdict, against full
+attention and StreamingLLM; untrained beacons and mean-pooled K/V are the negative controls.
+Exactness, KV-entry and attention-score counts are measured on the library's own passes and
+compared with the analytic formulas; they are reported only (by-construction properties, also
+unit-tested).
 """
 
 from __future__ import annotations
@@ -16,8 +18,19 @@ import time
 
 import torch
 
-from iclr25._core.claims import Budget, Claim, PaperRef, RunResult, Series, diff, fails, ratio, value
-from iclr25._core.seeding import one_thread
+from iclr25._core.claims import (
+    Budget,
+    Claim,
+    PaperRef,
+    ProgressFn,
+    RunResult,
+    Series,
+    diff,
+    fails,
+    no_progress,
+    ratio,
+    value,
+)
 from iclr25.common.tiny_lm import build_tiny_lm
 from iclr25.methods.activation_beacon import (
     BeaconConfig,
@@ -78,26 +91,45 @@ def _eval(fn, data: tuple[torch.Tensor, torch.Tensor], batch: int = 128) -> floa
     return sum(accs) / ids.shape[0]
 
 
-def _train_base(lm, cfg: ClaimConfig, seed: int) -> list[float]:
+def _report_every(total: int) -> int:
+    return max(1, total // 50)
+
+
+def _train_base(lm, cfg: ClaimConfig, seed: int, progress: ProgressFn) -> list[float]:
     opt = torch.optim.AdamW(lm.parameters(), lr=cfg.lr_base, weight_decay=0.0)
     losses = []
     lm.train()
+    every = _report_every(cfg.base_steps)
     for step in range(cfg.base_steps):
+        if step % every == 0:
+            progress("training base", step, cfg.base_steps)
         ids, labels = make_recall_data(cfg.batch_size, cfg.seq_len, cfg.window, seed=seed * 100003 + step)
         loss = lm(input_ids=ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach().item())
+    progress("training base", cfg.base_steps, cfg.base_steps)
     lm.eval()
     return losses
 
 
-def _train_beacon(bm: BeaconModel, cfg: ClaimConfig, seed: int, steps: int, fixed: int | None) -> list[float]:
+def _train_beacon(
+    bm: BeaconModel,
+    cfg: ClaimConfig,
+    seed: int,
+    steps: int,
+    fixed: int | None,
+    progress: ProgressFn,
+    stage: str,
+) -> list[float]:
     params = list(bm.beacon_parameters().values())
     opt = torch.optim.AdamW(params, lr=cfg.lr_beacon, weight_decay=0.0)
     losses = []
+    every = _report_every(steps)
     for step in range(steps):
+        if step % every == 0:
+            progress(stage, step, steps)
         ids, labels = make_recall_data(
             cfg.batch_size, cfg.seq_len, cfg.window, seed=seed * 100003 + 50000 + step
         )
@@ -105,7 +137,8 @@ def _train_beacon(bm: BeaconModel, cfg: ClaimConfig, seed: int, steps: int, fixe
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach().item())
+    progress(stage, steps, steps)
     return losses
 
 
@@ -150,14 +183,21 @@ def _counts(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None
     }
 
 
-def run(config: ClaimConfig, *, seed: int, device: str = "cpu") -> RunResult:
-    """One seed of the check: train base and beacons, then measure every arm."""
+def run(
+    config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
+) -> RunResult:
+    """One seed of the check: train base and beacons, then measure every arm.
+
+    Args:
+        config: the claim's sizes.
+        seed: seeds the models, the data and the α schedule.
+        device: torch device of the recall models.
+        progress: called as ``progress(stage, done, total)`` from the training loops.
+
+    Returns:
+        The per-arm metrics, figures and notes of this seed.
+    """
     cfg = config
-    with one_thread():
-        return _run(cfg, seed, device)
-
-
-def _run(cfg: ClaimConfig, seed: int, device: str) -> RunResult:
     m: dict[str, dict[str, float]] = {}
     _counts(cfg, seed, m)
 
@@ -169,7 +209,7 @@ def _run(cfg: ClaimConfig, seed: int, device: str) -> RunResult:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         lm = type(lm)(lm.config).to(device).eval()
-    base_losses = _train_base(lm, cfg, seed)
+    base_losses = _train_base(lm, cfg, seed, progress)
     stock = copy.deepcopy(lm)
     ev = make_recall_data(cfg.n_eval, cfg.seq_len, cfg.window, seed=10**6 + seed)
     ev_ids = ev[0].to(device)
@@ -207,7 +247,7 @@ def _run(cfg: ClaimConfig, seed: int, device: str) -> RunResult:
     m["full"] = {"acc": full_acc, "kv_peak": float(cfg.seq_len), "final_train_loss": base_losses[-1]}
 
     # beacons, step-random α
-    beacon_losses = _train_beacon(bm, cfg, seed, cfg.beacon_steps, None)
+    beacon_losses = _train_beacon(bm, cfg, seed, cfg.beacon_steps, None, progress, "training beacons")
     m["beacon"] = {"final_train_loss": beacon_losses[-1]}
     for r in sorted({*cfg.ratios, cfg.fixed_ratio}):
         acc = _eval(lambda x, r=r: bm(x, beacon_ratio=r).logits, ev)
@@ -221,7 +261,9 @@ def _run(cfg: ClaimConfig, seed: int, device: str) -> RunResult:
     with torch.no_grad():
         for n, p in bm.beacon_parameters().items():
             p.copy_(init_state[n])
-    fixed_losses = _train_beacon(bm, cfg, seed, cfg.fixed_steps, cfg.fixed_ratio)
+    fixed_losses = _train_beacon(
+        bm, cfg, seed, cfg.fixed_steps, cfg.fixed_ratio, progress, f"training fixed α={cfg.fixed_ratio}"
+    )
     m["fixed"] = {"final_train_loss": fixed_losses[-1]}
     for r in sorted({*cfg.ratios, cfg.fixed_ratio}):
         m["fixed"][f"acc_a{r}"] = _eval(lambda x, r=r: bm(x, beacon_ratio=r).logits, ev)
@@ -317,12 +359,65 @@ CLAIM = Claim(
         "untrained": "control: fresh beacon copies (no training)",
     },
     criteria=(
-        value("exact.window_maxdiff", "<=", 1e-5, name="g1_window_exact", paper="plug-in: identical"),
-        value("exact.alpha0_maxdiff", "<=", 1e-4, name="g1_chunked_exact"),
-        value("counts.kv_ratio_peak", ">=", 6.5, name="g2_kv_ratio", paper="8x smaller KV cache"),
-        value("counts.formula_match", ">=", 1.0, name="g2_formula_match"),
-        fails(value("raw_cache.kv_ratio_peak", ">=", 6.5, name="g2_control_raw_cache")),
-        value("counts.score_ratio", ">=", 3.0, name="g3_score_ratio", paper="2x faster inference"),
+        value(
+            "exact.window_maxdiff",
+            "<=",
+            1e-5,
+            name="g1_window_exact",
+            gating=False,
+            paper="plug-in: identical",
+            explain="With the input inside one window, the wrapped model's logits equal the stock "
+            "model's (an exactness property, unit-tested).",
+        ),
+        value(
+            "exact.alpha0_maxdiff",
+            "<=",
+            1e-4,
+            name="g1_chunked_exact",
+            gating=False,
+            explain="Reading the input chunk by chunk while keeping raw keys and values (α = 0) "
+            "gives the same logits as one full forward pass (an exactness property, unit-tested).",
+        ),
+        value(
+            "counts.kv_ratio_peak",
+            ">=",
+            6.5,
+            name="g2_kv_ratio",
+            gating=False,
+            paper="8x smaller KV cache",
+            explain="At α = 8 the beacon cache holds at least 6.5 times fewer key/value entries "
+            "than full attention at its peak (fixed by the cache layout, unit-tested).",
+        ),
+        value(
+            "counts.formula_match",
+            ">=",
+            1.0,
+            name="g2_formula_match",
+            gating=False,
+            explain="The cache's measured resident, peak and attention-score entries equal the "
+            "analytic formulas (a counting property, unit-tested).",
+        ),
+        fails(
+            value(
+                "raw_cache.kv_ratio_peak",
+                ">=",
+                6.5,
+                name="g2_control_raw_cache",
+                gating=False,
+                explain="A chunked pass that keeps every raw key/value does not shrink the cache "
+                "(the counting control of g2_kv_ratio).",
+            )
+        ),
+        value(
+            "counts.score_ratio",
+            ">=",
+            3.0,
+            name="g3_score_ratio",
+            gating=False,
+            paper="2x faster inference",
+            explain="Beacon prefill computes at least 3 times fewer attention scores than full "
+            "attention (fixed by the mask layout, unit-tested).",
+        ),
         ratio(
             "counts.prefill_full_s",
             "counts.prefill_beacon_s",
@@ -331,24 +426,94 @@ CLAIM = Claim(
             name="g3_prefill_speedup",
             gating=False,
             paper="2x",
+            explain="Beacon prefill is no slower than full-attention prefill on this CPU "
+            "(wall-clock, reported only).",
         ),
-        ratio("beacon.acc", "full.acc", ">=", 0.8, name="g4_recall_vs_full", paper="comparable quality"),
-        diff("beacon.acc", "streaming.acc", ">=", 0.3, name="g4_recall_vs_streaming"),
-        fails(ratio("untrained.acc", "full.acc", ">=", 0.8, name="g4_control_untrained")),
-        fails(ratio("meanpool.acc", "full.acc", ">=", 0.8, name="g4_control_meanpool")),
-        diff("beacon.acc_a8", "fixed.acc_a8", ">=", -0.05, name="random_vs_fixed_own_ratio", gating=False),
-        diff("beacon.acc_a2", "fixed.acc_a2", ">=", 0.0, name="random_vs_fixed_other_ratio", gating=False),
+        ratio(
+            "beacon.acc",
+            "full.acc",
+            ">=",
+            0.8,
+            name="g4_recall_vs_full",
+            paper="comparable quality",
+            falsifier="g4_control_untrained",
+            explain="With trained beacons the model recalls at least 80% as many facts as the "
+            "uncompressed model reading the whole context.",
+        ),
+        diff(
+            "beacon.acc",
+            "streaming.acc",
+            ">=",
+            0.3,
+            name="g4_recall_vs_streaming",
+            falsifier="g4_control_untrained_vs_streaming",
+            explain="Trained beacons recall at least 30 points more facts than StreamingLLM "
+            "keeping the same number of key/value entries.",
+        ),
+        fails(
+            ratio(
+                "untrained.acc",
+                "full.acc",
+                ">=",
+                0.8,
+                name="g4_control_untrained",
+                explain="Untrained beacon copies must not reach 80% of the uncompressed model's "
+                "recall: the gain has to come from training the beacons.",
+            )
+        ),
+        fails(
+            diff(
+                "untrained.acc",
+                "streaming.acc",
+                ">=",
+                0.3,
+                name="g4_control_untrained_vs_streaming",
+                explain="Untrained beacon copies must not beat StreamingLLM by 30 points at the "
+                "same KV budget: the margin has to come from training the beacons.",
+            )
+        ),
+        fails(
+            ratio(
+                "meanpool.acc",
+                "full.acc",
+                ">=",
+                0.8,
+                name="g4_control_meanpool",
+                explain="Mean-pooling each unit's keys and values (compression without learned "
+                "beacons) must not reach 80% of the uncompressed model's recall.",
+            )
+        ),
+        diff(
+            "beacon.acc_a8",
+            "fixed.acc_a8",
+            ">=",
+            -0.05,
+            name="random_vs_fixed_own_ratio",
+            gating=False,
+            explain="Beacons trained with a random α recall about as well at α = 8 as beacons "
+            "trained at α = 8 only (reported only).",
+        ),
+        diff(
+            "beacon.acc_a2",
+            "fixed.acc_a2",
+            ">=",
+            0.0,
+            name="random_vs_fixed_other_ratio",
+            gating=False,
+            explain="At α = 2, beacons trained with a random α recall at least as well as beacons "
+            "trained at α = 8 only (reported only).",
+        ),
     ),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=1, seconds=240.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=240.0),
     },
     run_fn=run,
     headline="g4_recall_vs_full",
     deviations=(
         "Tiny 2-layer Llama (hidden 64, GQA 4/2 heads) trained from scratch on synthetic typed-fact recall, "
         "L=128, w=16 (8 chunks; the spec asks 512/64 or 256/32) instead of 7B models on LongBench/NIAH.",
-        "The full-attention base gets 800 steps (spec target accuracy >= 0.9 is not reached at this budget).",
+        "The full-attention base gets 300 steps (spec target accuracy >= 0.9 is not reached at this budget).",
         "Training loss on the answer tokens only (filler is random); the paper's loss covers all raw tokens.",
         "KV and compute counts use a separate 1-layer model at L=4096 (counting needs no training).",
         "Beacon and fixed-α models get the same small number of steps; the random-ratio comparison is "

@@ -4,9 +4,10 @@ die, never move, and (with enough capacity) learn faster and generalise better t
 G1 mask geometry (Spearman of mask overlap against input similarity), G2 utilisation (dead units
 over random nets on digits), G3 fixed experts (masks before/after training, MLP and a tiny GPT-2)
 and G4 learning (paired seeds on digits and a clustered synthetic set, with baselines) run in
-every seed; negative controls: Bernoulli masks, a router that redraws V each call, a rank-1 V_1,
-the Top-k baseline and layer-wise routing in GPT-2. A FLOP count and a wall-clock ratio compare
-one training step of COMET and the dense MLP at width 1000.
+every seed; negative controls: Bernoulli masks, a router that redraws V each call (in G1 and G4),
+a rank-1 V_1. G3 (fixed experts, with the Top-k and layer-wise controls) holds by construction and
+the FLOP ratio of one training step at width 1000 is analytic, so both are reported, not gated (the
+unit tests cover them); the wall-clock ratio of that step is reported too.
 """
 
 from __future__ import annotations
@@ -16,8 +17,20 @@ import time
 import numpy as np
 import torch
 
-from iclr25._core.claims import Budget, Claim, PaperRef, RunResult, Series, diff, fails, ratio, value
-from iclr25._core.seeding import numpy_rng, one_thread
+from iclr25._core.claims import (
+    Budget,
+    Claim,
+    PaperRef,
+    ProgressFn,
+    RunResult,
+    Series,
+    diff,
+    fails,
+    no_progress,
+    ratio,
+    value,
+)
+from iclr25._core.seeding import numpy_rng
 from iclr25.methods.comet import (
     COMETMLP,
     BernoulliMaskMLP,
@@ -226,7 +239,10 @@ def _g3_lm(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
         lm.train()
         for _ in range(cfg.g3_lm_steps):
             batch = ids[torch.randint(0, len(ids), (16,), generator=gen)]
-            loss = lm(batch, labels=batch).loss
+            # next-token cross-entropy, computed here rather than through ``labels=`` (the stock
+            # GPT2LMHeadModel has no registered loss type and logs a warning when asked for one)
+            logits = lm(batch).logits[:, :-1]  # (16, 15, vocab)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), batch[:, 1:].reshape(-1))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -266,12 +282,25 @@ def _build(arm: str, d_in: int, n_tr: int, hidden: tuple[int, ...], p: float, s:
         return TopKMLP(d_in, hidden, 10, p_keep=p, seed=s)
     if arm == "moe":
         return MoEMLP(d_in, hidden, 10, p_keep=p, seed=s)
+    if arm == "resampled":
+        return ResampledRoutingMLP(d_in, hidden, 10, p_keep=p, seed=s)
     return COMETMLP(d_in, hidden, 10, p_keep=p, seed=s, routing="layerwise")
 
 
+_G4_GATED = ("comet", "dense", "bernoulli", "smaller", "resampled")  # paired on g4_seeds backbones
+_G4_REPORTED = ("dropout", "topk", "moe", "layerwise")  # g4_extra_seeds backbones, report only
+
+
+def _g4_fits(cfg: ClaimConfig) -> int:
+    """Training runs of G4 on one data set (for the progress display)."""
+    return (len(_G4_GATED) + 2) * cfg.g4_seeds + len(_G4_REPORTED) * cfg.g4_extra_seeds
+
+
 def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[str, float]],
-        series: dict[str, Series]) -> None:  # fmt: skip
+        series: dict[str, Series], progress: ProgressFn = no_progress) -> None:  # fmt: skip
     p, w = cfg.p_keep, cfg.g4_width
+    total, done = _g4_fits(cfg) * len(sets), 0
+    progress("G4 learning fits", done, total)
     for name, data in sets.items():
         d_in, n_tr = data[0].shape[1], len(data[0])
 
@@ -279,8 +308,8 @@ def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[s
             return _build(arm, d_in, n_tr, (width,) * 3, p, s)
 
         curves: dict[str, list[float]] = {}
-        runs = [(arm, cfg.g4_seeds) for arm in ("comet", "dense", "bernoulli", "smaller")]
-        runs += [(arm, cfg.g4_extra_seeds) for arm in ("dropout", "topk", "moe", "layerwise")]
+        runs = [(arm, cfg.g4_seeds) for arm in _G4_GATED]
+        runs += [(arm, cfg.g4_extra_seeds) for arm in _G4_REPORTED]
         for arm, n_seeds in runs:
             accs, aucs, curve = [], [], np.zeros(cfg.g4_epochs)
             for i in range(n_seeds):
@@ -289,13 +318,18 @@ def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[s
                 accs.append(acc)
                 aucs.append(auc1)
                 curve += np.asarray(c) / n_seeds
+                done += 1
+                progress("G4 learning fits", done, total)
             if n_seeds:
                 m[arm][f"{name}_acc"] = float(np.mean(accs))
                 m[arm][f"{name}_auc1"] = float(np.mean(aucs))
                 curves[arm] = [float(v) for v in curve]
         for arm in ("comet", "dense"):
-            accs = [_fit(build(arm, cfg.g4_narrow, seed * 1000 + i), data, cfg, seed * 1000 + i)[0]
-                    for i in range(cfg.g4_seeds)]  # fmt: skip
+            accs = []
+            for i in range(cfg.g4_seeds):
+                accs.append(_fit(build(arm, cfg.g4_narrow, seed * 1000 + i), data, cfg, seed * 1000 + i)[0])
+                done += 1
+                progress("G4 learning fits", done, total)
             m[arm][f"{name}_acc_narrow"] = float(np.mean(accs))
         wide = m["comet"][f"{name}_acc"] - m["dense"][f"{name}_acc"]
         narrow = m["comet"][f"{name}_acc_narrow"] - m["dense"][f"{name}_acc_narrow"]
@@ -350,35 +384,47 @@ def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> N
         m[arm][f"{prefix}step_s"] = float(np.median(ts))
 
 
-def run(config: ClaimConfig, *, seed: int, device: str = "cpu") -> RunResult:
-    """Run G1-G4 and the step-cost comparison for one seed, on one torch/BLAS thread (restored after).
+def run(
+    config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
+) -> RunResult:
+    """Run G1-G4 and the step-cost comparison for one seed.
 
-    ``device`` is accepted for the common signature; the check runs on the CPU.
+    The harness runs it inside :func:`~iclr25._core.seeding.claim_scope` (one thread, seeded global
+    RNGs, which the dropout arm and the tiny GPT-2's dropout draw from). ``device`` is accepted for
+    the common signature; the check runs on the CPU.
+
+    Args:
+        config: the sizes of the check.
+        seed: the claim seed; G4's paired backbone seeds are ``1000 * seed + i``.
+        device: ignored (CPU).
+        progress: called with the stage and its fits done, from the long loops.
+
+    Returns:
+        The per-arm metrics, the mask-overlap and learning-curve series and two notes.
     """
-    import sklearn.linear_model  # noqa: F401  (load the BLAS/OpenMP libraries before limiting them)
-
     arms = ("comet", "dense", "smaller", "dropout", "topk", "moe", "bernoulli", "layerwise", "resampled",
             "rank1", "live_emb")  # fmt: skip
     m: dict[str, dict[str, float]] = {a: {} for a in arms}
     series: dict[str, Series] = {}
     t0 = time.perf_counter()
-    # fork_rng: dropout draws from the global generator; seed it here and restore it afterwards
-    with one_thread(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        digits = _digits(seed)
-        stamps = [time.perf_counter()]
-        _g1(config, seed, m, series)
-        stamps.append(time.perf_counter())
-        _g2(config, seed, torch.cat([digits[0], digits[2]]), m)
-        stamps.append(time.perf_counter())
-        _g3(config, seed, digits, m)
-        stamps.append(time.perf_counter())
-        _g4(config, seed, {"digits": digits, "clusters": _clusters(config, seed)}, m, series)
-        stamps.append(time.perf_counter())
-        _step_cost(config, seed, m)
-        stamps.append(time.perf_counter())
-        for name, t_a, t_b in zip(("g1", "g2", "g3", "g4", "cost"), stamps[:-1], stamps[1:], strict=True):
-            m["comet"][f"{name}_s"] = t_b - t_a
+    digits = _digits(seed)
+    stamps = [time.perf_counter()]
+    progress("G1 mask geometry", 0, 1)
+    _g1(config, seed, m, series)
+    stamps.append(time.perf_counter())
+    progress("G2 utilisation", 0, 1)
+    _g2(config, seed, torch.cat([digits[0], digits[2]]), m)
+    stamps.append(time.perf_counter())
+    progress("G3 fixed experts", 0, 1)
+    _g3(config, seed, digits, m)
+    stamps.append(time.perf_counter())
+    _g4(config, seed, {"digits": digits, "clusters": _clusters(config, seed)}, m, series, progress)
+    stamps.append(time.perf_counter())
+    progress("step cost", 0, 1)
+    _step_cost(config, seed, m)
+    stamps.append(time.perf_counter())
+    for name, t_a, t_b in zip(("g1", "g2", "g3", "g4", "cost"), stamps[:-1], stamps[1:], strict=True):
+        m["comet"][f"{name}_s"] = t_b - t_a
     m["comet"]["total_s"] = time.perf_counter() - t0
     notes = [
         f"G2: {100 * m['comet']['g2_dead_frac']:.4f}% of units never fired over {config.g2_nets} random nets "
@@ -421,23 +467,105 @@ CLAIM = Claim(
         "moe": "top-1 MoE, floor(1/p_k) experts of width p_k N, trained Switch gate (report only)",
         "bernoulli": "control: one fixed random mask per training example (keep p_k), unmasked at test",
         "layerwise": "layer-wise routing c_l = V_l x_{l-1}; in GPT-2 masks from the FFN input",
-        "resampled": "control: COMET with a fresh V at every forward pass",
+        "resampled": "control: COMET with a fresh V at every forward pass (G1, and trained in G4)",
         "rank1": "control: COMET with a rank-1 V_1",
         "live_emb": "GPT-2 with masks from the live (trained) embedding (report only)",
     },
     criteria=(
         value(
-            "comet.g1_rho", ">=", 0.7, name="g1_overlap_rho", paper="Fig. 2: overlap rises with similarity"
+            "comet.g1_rho",
+            ">=",
+            0.7,
+            name="g1_overlap_rho",
+            paper="Fig. 2: overlap rises with similarity",
+            falsifier="ctrl_g1_fresh_v",
+            explain="The more alike two inputs are, the more hidden units their masks share: the rank "
+            "correlation of input similarity and mask overlap is at least 0.7.",
         ),
-        fails(value("bernoulli.g1_rho", ">=", 0.7, name="ctrl_g1_bernoulli")),
-        fails(value("resampled.g1_rho", ">=", 0.7, name="ctrl_g1_fresh_v")),
-        value("bernoulli.g1_abs_rho", "<=", 0.1, name="g1_bernoulli_abs_rho", gating=False),
-        value("comet.g2_dead_frac", "<", 0.001, name="g2_dead_units", paper="7.6e-4 % of units (1,000 nets)"),
-        fails(value("rank1.g2_dead_frac", "<", 0.001, name="ctrl_g2_rank1")),
-        value("comet.g3_same", ">=", 1.0, name="g3_fixed_experts", paper="experts fixed by construction"),
-        fails(value("topk.g3_same", ">=", 1.0, name="ctrl_g3_topk")),
-        value("comet.gpt2_same", ">=", 1.0, name="g3_gpt2_frozen_fixed"),
-        fails(value("layerwise.gpt2_same", ">=", 1.0, name="ctrl_g3_gpt2_layer_input")),
+        fails(
+            value(
+                "bernoulli.g1_rho",
+                ">=",
+                0.7,
+                name="ctrl_g1_bernoulli",
+                explain="Random Bernoulli masks, which ignore the input, do not show that correlation.",
+            )
+        ),
+        fails(
+            value(
+                "resampled.g1_rho",
+                ">=",
+                0.7,
+                name="ctrl_g1_fresh_v",
+                explain="A router that draws a new random projection at every call does not show it either.",
+            )
+        ),
+        value(
+            "bernoulli.g1_abs_rho",
+            "<=",
+            0.1,
+            name="g1_bernoulli_abs_rho",
+            gating=False,
+            explain="Reported only: the overlap of random masks is unrelated to input similarity.",
+        ),
+        value(
+            "comet.g2_dead_frac",
+            "<",
+            0.001,
+            name="g2_dead_units",
+            paper="7.6e-4 % of units (1,000 nets)",
+            falsifier="ctrl_g2_rank1",
+            explain="Fewer than 0.1 % of hidden units never fire on digits across 20 random routers: no "
+            "expert dies.",
+        ),
+        fails(
+            value(
+                "rank1.g2_dead_frac",
+                "<",
+                0.001,
+                name="ctrl_g2_rank1",
+                explain="A degenerate rank-1 first routing matrix leaves many units dead.",
+            )
+        ),
+        value(
+            "comet.g3_same",
+            ">=",
+            1.0,
+            name="g3_fixed_experts",
+            paper="experts fixed by construction",
+            gating=False,
+            explain="Reported only (true by construction): COMET's masks on a probe batch are unchanged "
+            "by an epoch of training.",
+        ),
+        fails(
+            value(
+                "topk.g3_same",
+                ">=",
+                1.0,
+                name="ctrl_g3_topk",
+                gating=False,
+                explain="Reported only: Top-k masks, which follow the trained weights, move in training.",
+            )
+        ),
+        value(
+            "comet.gpt2_same",
+            ">=",
+            1.0,
+            name="g3_gpt2_frozen_fixed",
+            gating=False,
+            explain="Reported only (true by construction): in a tiny GPT-2 routed from a frozen copy of "
+            "its embedding, the masks are unchanged by training.",
+        ),
+        fails(
+            value(
+                "layerwise.gpt2_same",
+                ">=",
+                1.0,
+                name="ctrl_g3_gpt2_layer_input",
+                gating=False,
+                explain="Reported only: masks read from each FFN's trained input move in training.",
+            )
+        ),
         diff(
             "comet.digits_acc",
             "dense.digits_acc",
@@ -445,6 +573,9 @@ CLAIM = Claim(
             0.005,
             name="g4_digits_acc",
             paper="Figs. 3-5: COMET above dense at large width",
+            falsifier="ctrl_g4_resampled_digits_acc",
+            explain="After 5 epochs on digits at width 512, COMET's test accuracy is at least 0.5 points "
+            "above the same-width dense network's (mean of 5 paired backbones).",
         ),
         ratio(
             "comet.digits_auc1",
@@ -453,17 +584,119 @@ CLAIM = Claim(
             0.97,
             name="g4_digits_speed",
             paper="Figs. 3-5: faster learning",
+            falsifier="ctrl_g4_resampled_digits_speed",
+            explain="COMET's mean training loss over the first epoch on digits is at most 97 % of the "
+            "dense network's: it learns faster per update.",
         ),
-        diff("comet.clusters_acc", "dense.clusters_acc", ">=", 0.005, name="g4_clusters_acc"),
-        ratio("comet.clusters_auc1", "dense.clusters_auc1", "<=", 0.97, name="g4_clusters_speed"),
-        fails(diff("bernoulli.digits_acc", "dense.digits_acc", ">=", 0.005, name="ctrl_g4_bernoulli_digits")),
+        diff(
+            "comet.clusters_acc",
+            "dense.clusters_acc",
+            ">=",
+            0.005,
+            name="g4_clusters_acc",
+            falsifier="ctrl_g4_resampled_clusters_acc",
+            explain="The same accuracy rule on the synthetic 40-cluster set.",
+        ),
+        ratio(
+            "comet.clusters_auc1",
+            "dense.clusters_auc1",
+            "<=",
+            0.97,
+            name="g4_clusters_speed",
+            falsifier="ctrl_g4_resampled_clusters_speed",
+            explain="The same first-epoch loss rule on the synthetic 40-cluster set.",
+        ),
         fails(
             diff(
-                "bernoulli.clusters_acc", "dense.clusters_acc", ">=", 0.005, name="ctrl_g4_bernoulli_clusters"
+                "bernoulli.digits_acc",
+                "dense.digits_acc",
+                ">=",
+                0.005,
+                name="ctrl_g4_bernoulli_digits",
+                explain="Fixed random masks per training example (off at test) do not beat dense on digits.",
             )
         ),
-        ratio("comet.digits_auc1", "bernoulli.digits_auc1", "<", 1.0, name="g4_faster_than_bernoulli"),
-        ratio("comet.digits_auc1", "smaller.digits_auc1", "<", 1.0, name="g4_faster_than_smaller"),
+        fails(
+            diff(
+                "bernoulli.clusters_acc",
+                "dense.clusters_acc",
+                ">=",
+                0.005,
+                name="ctrl_g4_bernoulli_clusters",
+                explain="Nor on the cluster set.",
+            )
+        ),
+        fails(
+            diff(
+                "resampled.digits_acc",
+                "dense.digits_acc",
+                ">=",
+                0.005,
+                name="ctrl_g4_resampled_digits_acc",
+                explain="COMET with its routing redrawn at every forward pass does not beat dense on digits.",
+            )
+        ),
+        fails(
+            ratio(
+                "resampled.digits_auc1",
+                "dense.digits_auc1",
+                "<=",
+                0.97,
+                name="ctrl_g4_resampled_digits_speed",
+                explain="With its routing redrawn at every pass, COMET does not learn faster than "
+                "dense in the first epoch on digits.",
+            )
+        ),
+        fails(
+            diff(
+                "resampled.clusters_acc",
+                "dense.clusters_acc",
+                ">=",
+                0.005,
+                name="ctrl_g4_resampled_clusters_acc",
+                explain="The redrawn-routing variant does not beat dense on the cluster set.",
+            )
+        ),
+        fails(
+            ratio(
+                "resampled.clusters_auc1",
+                "dense.clusters_auc1",
+                "<=",
+                0.97,
+                name="ctrl_g4_resampled_clusters_speed",
+                explain="Nor does it learn faster than dense there.",
+            )
+        ),
+        ratio(
+            "comet.digits_auc1",
+            "bernoulli.digits_auc1",
+            "<",
+            1.0,
+            name="g4_faster_than_bernoulli",
+            gating=False,
+            explain="Reported only: COMET's first-epoch loss on digits is below that of fixed random "
+            "per-example masks (which, seen once each in epoch 1, are input-independent masks).",
+        ),
+        ratio(
+            "comet.digits_auc1",
+            "smaller.digits_auc1",
+            "<",
+            1.0,
+            name="g4_faster_than_smaller",
+            falsifier="ctrl_g4_resampled_vs_smaller",
+            explain="COMET's first-epoch loss on digits is below that of a dense network of width "
+            "p_k N, which has as many active units.",
+        ),
+        fails(
+            ratio(
+                "resampled.digits_auc1",
+                "smaller.digits_auc1",
+                "<",
+                1.0,
+                name="ctrl_g4_resampled_vs_smaller",
+                explain="The redrawn-routing variant does not learn faster than the smaller dense network.",
+            )
+        ),
         value(
             "comet.digits_capacity_flip",
             ">",
@@ -471,6 +704,8 @@ CLAIM = Claim(
             name="g4_capacity_flip",
             gating=False,
             paper="dense wins at small width",
+            explain="Reported only: COMET's accuracy edge over dense on digits is larger at width 512 than "
+            "at width 64.",
         ),
         ratio(
             "comet.step_gflops",
@@ -478,16 +713,34 @@ CLAIM = Claim(
             "<=",
             1.5,
             name="step_flops_ratio",
+            gating=False,
             paper="one extra matmul per layer",
+            explain="Reported only (analytic): a COMET training step costs at most 1.5 times the matmul "
+            "FLOPs of a dense step at width 1000.",
         ),
-        ratio("comet.step_s", "dense.step_s", "<=", 1.5, name="step_time_ratio", gating=False),
         ratio(
-            "comet.fused_step_s", "dense.fused_step_s", "<=", 1.5, name="fused_step_time_ratio", gating=False
+            "comet.step_s",
+            "dense.step_s",
+            "<=",
+            1.5,
+            name="step_time_ratio",
+            gating=False,
+            explain="Reported only: a COMET step takes at most 1.5 times a dense step's wall-clock "
+            "(default Adam).",
+        ),
+        ratio(
+            "comet.fused_step_s",
+            "dense.fused_step_s",
+            "<=",
+            1.5,
+            name="fused_step_time_ratio",
+            gating=False,
+            explain="Reported only: the same wall-clock ratio with Adam's fused CPU kernel.",
         ),
     ),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=1, seconds=150.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=150.0),
     },
     run_fn=run,
     headline="g4_digits_acc",
@@ -495,13 +748,15 @@ CLAIM = Claim(
         "CPU scale: digits (1,797 x 64) and a 40-cluster synthetic set replace CIFAR-10/SARCOS; "
         "3 hidden layers of width 512, Adam lr 1e-3, batch 32, 5 epochs (the code's default is SGD lr 1e-4 "
         "for 100 epochs; the spec's 20 epochs were trimmed, before any 5-seed result, to fit 5 minutes).",
-        "G4 averages 5 paired backbone seeds inside one claim seed (the judge sees one seed per run); "
-        "dropout, Top-k, MoE and layer-wise routing run one seed and are reported, not gated.",
+        "G4 averages 5 paired backbone seeds inside each claim seed (3 claim seeds, so 15 backbones in "
+        "all); dropout, Top-k, MoE and layer-wise routing run one backbone a seed and are reported, not "
+        "gated.",
         "G1 pairs share a random fraction of their component means, so input similarity spans a range; "
         "200 pairs, 4 x 256 routers, p_k = 0.2, 5 routers (the paper: 500 pairs, 10 x 512, 10 nets).",
         "G2 runs 20 random nets on digits instead of 1,000 on CIFAR-10.",
         "Learning speed is the mean training loss over epoch 1 (the area under the first-epoch loss curve).",
-        "Step cost: matmul FLOPs from torch's FlopCounterMode gate; wall-clock is reported only.",
+        "Step cost: matmul FLOPs from torch's FlopCounterMode and wall-clock, both reported only (the "
+        "FLOP ratio follows from the architecture).",
         "Digits are standardised per pixel on the training split (the analogue of CIFAR normalisation).",
         "Not run here: example-tied dropout and the L1 baseline; the SARCOS regression; transformer training "
         "curves (GPT-2 is used only for the fixed-expert check).",

@@ -4,10 +4,14 @@ Paper: *Coreset Spectral Clustering*, Ben Jourdan, Gregory Schwartzman, Peter Ma
 ICLR 2025, arXiv 2503.07227. Re-measures the headline of Sec. 5 (RQ2: CSC is far more accurate than
 coreset kernel k-means on the same coreset) and of Sec. 4/5 RQ1 (the new seeding touches
 ``Õ(n·min(k, d_avg))`` kernel distances instead of ``O(nk)``) on planted SBMs built from the seed.
+
+Negative controls: the same estimator on an SBM with q = p (no planted clusters, same mean degree), and
+the CSC coreset labelled from uniformly random coreset labels (the spectral step broken).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -16,7 +20,18 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-from iclr25._core.claims import Budget, Claim, PaperRef, RunResult, Series, fails, ratio, value
+from iclr25._core.claims import (
+    Budget,
+    Claim,
+    PaperRef,
+    ProgressFn,
+    RunResult,
+    Series,
+    fails,
+    no_progress,
+    ratio,
+    value,
+)
 from iclr25._core.claims import diff as diff_
 from iclr25.methods.coreset_sc import (
     CoresetKernelKMeans,
@@ -32,6 +47,11 @@ from iclr25.methods.coreset_sc import (
     sparse_kernel_seeding,
 )
 from iclr25.methods.coreset_sc.config import CoresetSCConfig
+
+# numba (optional) is imported here, not lazily inside a fit, so that ``claim_scope`` finds it loaded
+# and fixes its thread count like torch's and the BLAS pools'.
+with contextlib.suppress(ImportError):
+    import numba  # noqa: F401
 
 __all__ = ["CLAIM", "run"]
 
@@ -59,9 +79,30 @@ def _fit_pair(
     return csc, t1 - t0, ckkm, t2 - t1
 
 
-def run(config: CoresetSCConfig, *, seed: int, device: str = "cpu") -> RunResult:
-    """One seed: a fresh SBM and algorithm seed; CSC vs CKKM on the same coreset, seeding counts, reports."""
+def _null_graph(cfg: CoresetSCConfig, A: sp.csr_array, seed: int) -> tuple[sp.csr_array, np.ndarray]:
+    """An SBM with q = p (no planted clusters) and the mean degree of ``A``; labels are the blocks."""
+    n = A.shape[0]
+    p0 = (A.nnz - n) / (n * (n - 1))  # off-diagonal edge density of the planted graph
+    return sbm(cfg.n_per, cfg.k, p0, p0, random_state=np.random.RandomState([seed, 11]))
+
+
+def run(
+    config: CoresetSCConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
+) -> RunResult:
+    """One seed: a fresh SBM and algorithm seed; CSC vs CKKM on the same coreset, controls, reports.
+
+    Args:
+        config: the budget's config.
+        seed: the run's seed (graphs and algorithm seeds derive from it).
+        device: unused (CPU only).
+        progress: called at each stage as ``progress(stage, done, total)``.
+
+    Returns:
+        Per-arm metrics and the ARI-vs-k and time-vs-n figures.
+    """
     cfg = config
+    stages = 6
+    progress("C1: CSC vs CKKM", 0, stages)
     rs = int(np.random.RandomState([seed, 99]).randint(2**31 - 1))
     metrics: dict[str, dict[str, float]] = {}
     notes: list[str] = []
@@ -84,7 +125,27 @@ def run(config: CoresetSCConfig, *, seed: int, device: str = "cpu") -> RunResult
     whole = CoresetSpectralClustering(cfg.k, coreset_ratio=1.0, random_state=rs).fit(A)
     metrics["full_fast_sc"] = {"ari": _ari(y, whole.labels_), "fit_s": time.perf_counter() - t0}
 
+    # Negative controls. (1) No clusters: an SBM with q = p at the same mean degree; ARI to its
+    # arbitrary blocks must stay near 0. (2) The spectral step broken: the CSC coreset and labelling,
+    # but uniformly random coreset labels in place of the spectral clustering of the coreset graph.
+    progress("controls", 1, stages)
+    An, yn = _null_graph(cfg, A, seed)
+    null = CoresetSpectralClustering(
+        cfg.k,
+        coreset_ratio=cfg.coreset_ratio,
+        oversampling=cfg.oversampling,
+        shift=cfg.shift,
+        random_state=rs,
+    ).fit(An)
+    metrics["null_sbm"] = {"ari": _ari(yn, null.labels_)}
+    lab_rand = np.random.RandomState([seed, 13]).randint(cfg.k, size=csc.coreset_indices_.size)
+    broken, _ = label_full_graph(
+        A, csc.coreset_indices_, csc.coreset_weights_, lab_rand, cfg.k, shift=cfg.shift
+    )
+    metrics["csc_random_labels"] = {"ari": _ari(y, broken)}
+
     # Ablations on the CSC coreset (reported; their exactness is covered by unit tests).
+    progress("ablations", 2, stages)
     idx, w, k = csc.coreset_indices_, csc.coreset_weights_, cfg.k
     uni = CoresetSpectralClustering(
         k, coreset_ratio=cfg.coreset_ratio, sampling="uniform", random_state=rs
@@ -101,7 +162,9 @@ def run(config: CoresetSCConfig, *, seed: int, device: str = "cpu") -> RunResult
         "ari": _ari(y, label_full_graph(A, idx, w, lab_np, k, shift=cfg.shift)[0])
     }
 
-    # C2: kernel-distance evaluations during seeding, ours vs the dense O(nk) construction.
+    # C2 (report-only): kernel-distance evaluations during seeding, ours vs the dense O(nk)
+    # construction. The counts follow from the algorithm, so they describe it rather than test it.
+    progress("C2: seeding counts", 3, stages)
     ours, dense = {}, {}
     t_ours = t_dense = 0.0
     for kp in cfg.seeding_k_primes:
@@ -120,13 +183,12 @@ def run(config: CoresetSCConfig, *, seed: int, device: str = "cpu") -> RunResult
         **{f"evals_k{kp}": float(ours[kp]) for kp in kps},
     }
     metrics["dense_seeding"] = {
-        "evals_speedup": 1.0,  # the dense construction counted against itself
-        "speedup_growth": 1.0,
         "seeding_s": t_dense,
         **{f"evals_k{kp}": float(dense[kp]) for kp in kps},
     }
 
     # Figures: ARI against k and time against n = n_per·k.
+    progress("k grid", 4, stages)
     ari_c, ari_k, t_c, t_k, t_w = [], [], [], [], []
     for kk in cfg.k_grid:
         if kk == cfg.k:
@@ -163,6 +225,7 @@ def run(config: CoresetSCConfig, *, seed: int, device: str = "cpu") -> RunResult
     }
 
     # Wall-clock against sklearn SpectralClustering: one run (the sklearn_seed), NaN elsewhere.
+    progress("reports", 5, stages)
     nan = math.nan
     metrics["sklearn_sc"] = {"ari": nan, "fit_s": nan}
     metrics["csc_vs_sklearn"] = {"ari": nan, "fit_s": nan}
@@ -208,6 +271,7 @@ def run(config: CoresetSCConfig, *, seed: int, device: str = "cpu") -> RunResult
         f"graph: n={A.shape[0]}, nnz={A.nnz}; coreset: {idx.size} distinct vertices of "
         f"{math.floor(cfg.coreset_ratio * A.shape[0])} draws"
     )
+    progress("done", stages, stages)
     return RunResult(metrics=metrics, series=series, notes=notes)
 
 
@@ -242,10 +306,12 @@ CLAIM = Claim(
     ),
     arms={
         "csc": "method: CoresetSpectralClustering (coreset → W K W → fast SC → kernel-centre labelling)",
-        "ckkm": "control: CKKM (same coreset and labelling; weighted kernel k-means++, Lloyd)",
+        "ckkm": "comparator: CKKM (same coreset and labelling; weighted kernel k-means++, Lloyd)",
         "full_fast_sc": "baseline: fast spectral clustering of the whole graph (coreset_ratio=1)",
         "csc_seeding": "method: sparse D² seeding with x* and neighbour-only repairs (evaluation counts)",
-        "dense_seeding": "control: the O(nk) D² seeding that evaluates every distance",
+        "dense_seeding": "comparator: the O(nk) D² seeding that evaluates every distance",
+        "null_sbm": "negative control: CSC on an SBM with q = p (no clusters, same mean degree)",
+        "csc_random_labels": "negative control: CSC coreset and labelling with random coreset labels",
         "sklearn_sc": "baseline: sklearn SpectralClustering(affinity='precomputed'), one timed run",
         "csc_vs_sklearn": "method: CSC on the sklearn timing graph",
         "ablation_uniform": "ablation: uniform coreset sampling",
@@ -257,7 +323,16 @@ CLAIM = Claim(
         "reference_wheel": "report: the coreset-sc 0.1.5 wheel (optional, unseeded)",
     },
     criteria=(
-        value("csc.ari", ">=", 0.85, name="C1_csc_ari", paper="reference wheel, this design: 0.89–0.95"),
+        value(
+            "csc.ari",
+            ">=",
+            0.85,
+            name="C1_csc_ari",
+            paper="reference wheel, this design: 0.89–0.95",
+            falsifier="C1_control_null_sbm",
+            explain="Coreset spectral clustering recovers the planted SBM clusters from a small coreset "
+            "(ARI of at least 0.85 at the full budget).",
+        ),
         diff_(
             "csc.ari",
             "ckkm.ari",
@@ -265,11 +340,58 @@ CLAIM = Claim(
             0.5,
             name="C1_gap",
             paper="reference wheel: CSC 0.89–0.95 vs CKKM 0.07–0.12",
+            falsifier="C1_control_random_labels",
+            explain="On the same coreset with the same labelling step, spectral clustering beats coreset "
+            "kernel k-means by at least 0.5 ARI (at the full budget).",
         ),
-        fails(value("ckkm.ari", ">=", 0.85, name="C1_control_ckkm")),
-        value("csc_seeding.evals_speedup", ">=", 10.0, name="C2_eval_ratio"),
-        value("csc_seeding.speedup_growth", ">", 1.0, name="C2_ratio_grows"),
-        fails(value("dense_seeding.evals_speedup", ">=", 10.0, name="C2_control_dense")),
+        fails(
+            value(
+                "null_sbm.ari",
+                ">=",
+                0.85,
+                name="C1_control_null_sbm",
+                explain="On an SBM with q = p (no clusters, same mean degree) the same estimator must miss "
+                "the ARI bar of C1_csc_ari against the arbitrary blocks.",
+            )
+        ),
+        fails(
+            diff_(
+                "csc_random_labels.ari",
+                "ckkm.ari",
+                ">=",
+                0.5,
+                name="C1_control_random_labels",
+                explain="With the spectral step replaced by random coreset labels, the gap over coreset "
+                "kernel k-means must vanish.",
+            )
+        ),
+        value(
+            "ckkm.ari",
+            "<",
+            0.85,
+            name="C1_ckkm_ari",
+            gating=False,
+            paper="reference wheel: 0.07–0.12",
+            explain="Coreset kernel k-means on the same coreset stays below 0.85 ARI (the comparator's local "
+            "optima; reported, the gap gates).",
+        ),
+        value(
+            "csc_seeding.evals_speedup",
+            ">=",
+            10.0,
+            name="C2_eval_ratio",
+            gating=False,
+            explain="The sparse seeding counts at least 10x fewer kernel distances than the dense O(nk) one "
+            "(a count of the algorithm's own work; reported).",
+        ),
+        value(
+            "csc_seeding.speedup_growth",
+            ">",
+            1.0,
+            name="C2_ratio_grows",
+            gating=False,
+            explain="The saving in kernel distances grows with the number of seeds k' (a count; reported).",
+        ),
         ratio(
             "csc_seeding.seeding_s",
             "dense_seeding.seeding_s",
@@ -277,9 +399,17 @@ CLAIM = Claim(
             1.0,
             name="seeding_time_ratio",
             gating=False,
+            explain="The sparse seeding is no slower in wall-clock time than the dense one (reported).",
         ),
         ratio(
-            "csc_vs_sklearn.fit_s", "sklearn_sc.fit_s", "<=", 1.0, name="fit_time_vs_sklearn", gating=False
+            "csc_vs_sklearn.fit_s",
+            "sklearn_sc.fit_s",
+            "<=",
+            1.0,
+            name="fit_time_vs_sklearn",
+            gating=False,
+            explain="Coreset spectral clustering fits no slower than sklearn SpectralClustering on the same "
+            "graph (one timed seed; reported).",
         ),
     ),
     budgets={
@@ -289,7 +419,12 @@ CLAIM = Claim(
             seeds=3,
             seconds=15.0,
             report_only=False,
-            thresholds={"C1_csc_ari": 0.8, "C1_gap": 0.2},
+            thresholds={
+                "C1_csc_ari": 0.8,
+                "C1_gap": 0.2,
+                "C1_control_null_sbm": 0.8,  # each control keeps its gate's bar
+                "C1_control_random_labels": 0.2,
+            },
         ),
         "full": Budget("full", _FULL, seeds=5, seconds=30.0),
     },
@@ -300,5 +435,7 @@ CLAIM = Claim(
         "Real-graph tables of the paper are not re-measured; the reference wheel gives context.",
         "Coreset kernel k-means uses 10 k-means++/Lloyd restarts, matching CSC's KMeans(n_init=10).",
         "Wall-clock vs sklearn SpectralClustering: one run (n = 4000, k = 50) at one seed; report only.",
+        "The seeding claim (C2) is reported, not gated: evaluation counts follow from the algorithm, and the "
+        "wall-clock seeding ratio at n = 2·10⁴ shows no speed-up.",
     ),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -96,6 +97,7 @@ def train_model(
     *,
     seed: int,
     device: str | torch.device = "cpu",
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[float]:
     """Train ``model`` on ``corpus`` with AdamW; batches are trimmed to their longest sequence.
 
@@ -108,6 +110,8 @@ def train_model(
         cfg: optimisation settings.
         seed: seed of the batch order.
         device: where the model lives.
+        progress: optional ``progress(stage, done, total)``, called about every 2% of the steps
+            with the stage ``"training"``.
 
     Returns:
         The loss of every step.
@@ -129,7 +133,8 @@ def train_model(
     losses: list[float] = []
     order = torch.randperm(n, generator=gen)
     cursor = 0
-    for _ in range(total):
+    every = max(1, total // 50)
+    for step in range(total):
         if cursor + cfg.batch_size > n:
             order, cursor = torch.randperm(n, generator=gen), 0
         idx = order[cursor : cursor + cfg.batch_size]
@@ -148,7 +153,9 @@ def train_model(
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         sched.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach().item())
+        if progress is not None and ((step + 1) % every == 0 or step + 1 == total):
+            progress("training", step + 1, total)
     model.eval()
     return losses
 

@@ -149,7 +149,7 @@ def run_nve(
         raise ValueError("steps and record_every must be >= 1")
     a = atoms.copy()
     a.calc = calc
-    vd.MaxwellBoltzmannDistribution(a, temperature_K=temperature_K, rng=rng)
+    _thermalize(a, temperature_K, rng)
     vd.Stationary(a)
     if not a.pbc.any():
         vd.ZeroRotation(a)
@@ -168,6 +168,19 @@ def run_nve(
     out = {k: np.asarray(v) for k, v in rec.items()}
     out["n_atoms"] = np.asarray(len(a))
     return out
+
+
+def _thermalize(atoms: Any, temperature_K: float, rng: np.random.Generator | None) -> None:
+    """Draw Maxwell–Boltzmann momenta at ``temperature_K`` (ASE's ``thermalize_momenta``).
+
+    ASE 3.29 renamed ``MaxwellBoltzmannDistribution`` (now deprecated) to ``thermalize_momenta``;
+    both draw the same numbers, and the old name is used only on older ASE.
+    """
+    vd = require("ase.md.velocitydistribution", "hessian_distill")
+    if hasattr(vd, "thermalize_momenta"):
+        vd.thermalize_momenta(atoms, temperature_K, rng=rng)
+    else:  # ASE < 3.29
+        vd.MaxwellBoltzmannDistribution(atoms, temperature_K=temperature_K, rng=rng)
 
 
 def energy_drift(total: np.ndarray, n_atoms: int, *, window: float = 0.1) -> float:

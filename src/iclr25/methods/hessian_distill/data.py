@@ -30,6 +30,7 @@ import torch
 from iclr25._core.registry import require
 
 from .batch import AtomsBatch
+from .calculator import _thermalize
 from .teachers import ASECalculatorTeacher
 
 __all__ = [
@@ -93,7 +94,6 @@ def make_clusters(
     emt = require("ase.calculators.emt", "hessian_distill")
     lang = require("ase.md.langevin", "hessian_distill")
     units = require("ase.units", "hessian_distill")
-    vd = require("ase.md.velocitydistribution", "hessian_distill")
     sp = require("ase.calculators.singlepoint", "hessian_distill")
     if n_trajectories < 1 or frames_per_trajectory < 1:
         raise ValueError("n_trajectories and frames_per_trajectory must be >= 1")
@@ -120,7 +120,7 @@ def make_clusters(
         big += c
     big.calc = emt.EMT()
     temp_atom = np.repeat(temps, n)[:, None]  # [N, 1] per-atom target temperature
-    vd.MaxwellBoltzmannDistribution(big, temperature_K=float(temps.mean()), rng=rng)
+    _thermalize(big, float(temps.mean()), rng)
     mom = big.get_momenta().reshape(n_trajectories, n, 3)
     mom -= mom.mean(axis=1, keepdims=True)  # no drift of any cluster
     big.set_momenta(mom.reshape(-1, 3) * np.sqrt(temp_atom / temps.mean()))

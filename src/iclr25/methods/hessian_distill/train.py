@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -110,9 +110,27 @@ class DistillTrainer:
         self.labels = teacher_labels
         self.config = config
 
-    def fit(self, train: LabelledStructures, val: LabelledStructures) -> DistillTrainer:
-        """Train on ``train``; ``val`` drives the LR plateau scheduler and the adaptive λ_H."""
+    def fit(
+        self,
+        train: LabelledStructures,
+        val: LabelledStructures,
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> DistillTrainer:
+        """Train on ``train``; ``val`` drives the LR plateau scheduler and the adaptive λ_H.
+
+        Args:
+            train: the training structures.
+            val: the validation structures (EMA weights are scored on them every epoch).
+            progress: called as ``progress("epoch", done, total)`` before the first epoch and
+                after each one.
+
+        Returns:
+            ``self``, trained.
+        """
         cfg = self.config
+        if progress is not None:
+            progress("epoch", 0, cfg.epochs)
         gen = torch.Generator().manual_seed(cfg.seed)
         sigma, atomref = fit_normalisation(train)
         if hasattr(self.student, "set_normalisation"):
@@ -139,7 +157,7 @@ class DistillTrainer:
         history: list[dict[str, float]] = []
         step, step_time = 0, 0.0
         n = len(train)
-        for _epoch in range(cfg.epochs):
+        for epoch in range(cfg.epochs):
             order = torch.randperm(n, generator=gen).tolist()
             sums = {"loss": 0.0, "l_e": 0.0, "l_f": 0.0, "l_h": 0.0}
             n_steps = 0
@@ -195,6 +213,8 @@ class DistillTrainer:
                     "lr": opt.param_groups[0]["lr"],
                 }
             )
+            if progress is not None:
+                progress("epoch", epoch + 1, cfg.epochs)
         ema.eval()
         self.model_ = ema
         self.history_ = history

@@ -22,12 +22,17 @@ References:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .layer import DenseMoE
+
+if TYPE_CHECKING:
+    from iclr25._core.claims import ProgressFn
 
 __all__ = [
     "MemmapCorpus",
@@ -217,8 +222,19 @@ def train_tiny_moe_lm(
     lr: float = 3e-3,
     aux_weight: float = 0.01,
     seed: int,
+    progress: ProgressFn | None = None,
 ) -> list[float]:
     """Next-token training with ``torch.optim.Adam`` (no weight decay) and the balance loss; fixed steps.
+
+    Args:
+        model: the tiny MoE LM (trained in place, left in eval mode).
+        tokens: ``[N, S + 1]`` token rows.
+        steps: optimiser steps.
+        batch_size: rows per step, drawn with replacement.
+        lr: Adam learning rate.
+        aux_weight: weight of the Switch balance loss.
+        seed: seed of the batch draws.
+        progress: optional ``progress(stage, done, total)``, called every 5 % of the steps.
 
     Returns:
         The language-model loss of every step.
@@ -229,7 +245,10 @@ def train_tiny_moe_lm(
     gen = torch.Generator().manual_seed(seed)
     losses = []
     model.train()
-    for _ in range(steps):
+    every = max(1, steps // 20)
+    for step in range(steps):
+        if progress is not None and step % every == 0:
+            progress("tiny MoE LM training", step, steps)
         idx = torch.randint(0, data.shape[0], (batch_size,), generator=gen)
         batch = data[idx]
         logits, aux, _ = model(batch[:, :-1])
@@ -237,7 +256,7 @@ def train_tiny_moe_lm(
         optimizer.zero_grad(set_to_none=True)
         (lm + aux_weight * aux).backward()
         optimizer.step()
-        losses.append(float(lm.detach()))
+        losses.append(lm.detach().item())
     model.eval()
     return losses
 

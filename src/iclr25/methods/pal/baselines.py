@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25._core.claims import ProgressFn
+
 from .model import parse_projector
 from .train import as_tensor_inputs
 
@@ -118,9 +120,18 @@ class UnconstrainedIdealPoint:
         return F.cross_entropy(lg, y)
 
     def fit(
-        self, left_emb: Any, right_emb: Any, label: Any, user_ids: Sequence[str]
+        self,
+        left_emb: Any,
+        right_emb: Any,
+        label: Any,
+        user_ids: Sequence[str],
+        *,
+        progress: ProgressFn | None = None,
     ) -> UnconstrainedIdealPoint:
-        """Fit f and every seen user's a_i."""
+        """Fit f and every seen user's a_i.
+
+        ``progress("training", epoch, epochs)`` is called after every epoch when given.
+        """
         d = as_tensor_inputs(None, left_emb, right_emb, label, user_ids, self.d_in)
         self._gen = torch.Generator().manual_seed(int(self.random_state))
         self.f_ = parse_projector(self.projector, self.d_in, self.d_pref)
@@ -139,7 +150,7 @@ class UnconstrainedIdealPoint:
             ]
         )
         n, rows = len(d), self._rows(d.user_id)
-        for _ in range(self.epochs):
+        for epoch in range(self.epochs):
             order = torch.randperm(n, generator=self._gen)
             for i in range(0, n, self.batch_size):
                 ix = order[i : i + self.batch_size]
@@ -147,6 +158,8 @@ class UnconstrainedIdealPoint:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+            if progress is not None:
+                progress("training", epoch + 1, self.epochs)
         return self
 
     def partial_fit_new_users(
@@ -296,9 +309,19 @@ class MLPRewardModel:
         return self.net_(torch.cat([prompt, item, onehot], dim=1)).squeeze(-1)
 
     def fit(
-        self, prompt_emb: Any, left_emb: Any, right_emb: Any, label: Any, user_ids: Sequence[str]
+        self,
+        prompt_emb: Any,
+        left_emb: Any,
+        right_emb: Any,
+        label: Any,
+        user_ids: Sequence[str],
+        *,
+        progress: ProgressFn | None = None,
     ) -> MLPRewardModel:
-        """Fit on seen users' comparisons (prompt_emb may be None: zeros are used)."""
+        """Fit on seen users' comparisons (prompt_emb may be None: zeros are used).
+
+        ``progress("training", epoch, epochs)`` is called after every epoch when given.
+        """
         d = as_tensor_inputs(None, left_emb, right_emb, label, user_ids, self.d_in)
         p = (
             torch.zeros_like(d.left)
@@ -320,7 +343,7 @@ class MLPRewardModel:
         _init_linear(self.net_, gen)
         opt = torch.optim.Adam(self.net_.parameters(), lr=self.lr)
         n, onehot = len(d), self._onehot(d.user_id)
-        for _ in range(self.epochs):
+        for epoch in range(self.epochs):
             order = torch.randperm(n, generator=gen)
             for i in range(0, n, self.batch_size):
                 ix = order[i : i + self.batch_size]
@@ -329,6 +352,8 @@ class MLPRewardModel:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+            if progress is not None:
+                progress("training", epoch + 1, self.epochs)
         return self
 
     @torch.no_grad()

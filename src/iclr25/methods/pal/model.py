@@ -208,7 +208,7 @@ class UserRegistry(nn.Module):
         >>> reg = UserRegistry(3)
         >>> reg.add_users(["ann", "bo"], generator=torch.Generator().manual_seed(0))
         [0, 1]
-        >>> round(float(reg.weights("bo").sum()), 6)
+        >>> round(reg.weights("bo").detach().sum().item(), 6)
         1.0
     """
 

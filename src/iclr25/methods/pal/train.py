@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from iclr25._core.claims import ProgressFn
+
 from .config import PALConfig
 from .data import Comparisons, EmbeddedComparisons, embed_comparisons
 from .model import PALHead, PALRewardModel, preference_loss
@@ -85,8 +87,12 @@ def _train_seen(
     config: PALConfig,
     generator: torch.Generator,
     device: torch.device,
+    progress: ProgressFn | None = None,
 ) -> list[float]:
-    """Minibatch training of all head parameters on seen users' comparisons. Returns epoch losses."""
+    """Minibatch training of all head parameters on seen users' comparisons. Returns epoch losses.
+
+    ``progress("training", epoch, epochs)`` is called after every epoch when given.
+    """
     opt = torch.optim.AdamW(_param_groups(head, config))
     head.train()
     head.users.generator = generator
@@ -108,6 +114,8 @@ def _train_seen(
             opt.step()
             total += loss.detach() * len(ix)
         losses.append(float(total) / n)
+        if progress is not None:
+            progress("training", len(losses), config.epochs)
     head.eval()
     return losses
 
@@ -216,9 +224,20 @@ class PALEstimator:
         )
 
     def fit(
-        self, prompt_emb: Any, left_emb: Any, right_emb: Any, label: Any, user_ids: Sequence[str]
+        self,
+        prompt_emb: Any,
+        left_emb: Any,
+        right_emb: Any,
+        label: Any,
+        user_ids: Sequence[str],
+        *,
+        progress: ProgressFn | None = None,
     ) -> PALEstimator:
         """Fit the head on seen users' comparisons (all parameters; users registered first-seen).
+
+        Args:
+            prompt_emb, left_emb, right_emb, label, user_ids: the seen users' comparisons.
+            progress: optional ``progress(stage, done, total)``, called after every epoch.
 
         Shape:
             prompt_emb (n, d_in) or None for PAL-A; left_emb, right_emb (n, d_in); label (n,).
@@ -230,7 +249,7 @@ class PALEstimator:
         self.head_.users.add_users(list(dict.fromkeys(data.user_id)), generator=gen)
         self.head_.to(dev)
         self._gen = gen
-        self.loss_curve_ = _train_seen(self.head_, data, self.config, gen, dev)
+        self.loss_curve_ = _train_seen(self.head_, data, self.config, gen, dev, progress)
         return self
 
     def _check_fitted(self) -> None:

@@ -23,6 +23,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from iclr25._core.claims import ProgressFn
 from iclr25._core.registry import require
 
 from .config import ContinualConfig, FitConfig, HeadConfig
@@ -112,6 +113,7 @@ def run_bo(
     depth: int = 3,
     num_restarts: int = 10,
     raw_samples: int = 512,
+    progress: ProgressFn | None = None,
 ) -> BOResult:
     """Run one BO loop (maximisation) and record its simple-regret curve.
 
@@ -131,6 +133,7 @@ def run_bo(
         depth: VBLL hidden layers.
         num_restarts: restarts of the acquisition optimiser.
         raw_samples: raw samples of the acquisition optimiser.
+        progress: called as ``progress("BO iteration", done, n_iter)`` after each iteration.
 
     Returns:
         A :class:`BOResult`.
@@ -144,7 +147,7 @@ def run_bo(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         return _run_bo(problem, surrogate, acquisition, n_init, n_iter, seed, continual, fit_config, head,
-                       width, depth, num_restarts, raw_samples)  # fmt: skip
+                       width, depth, num_restarts, raw_samples, progress)  # fmt: skip
 
 
 def _run_bo(
@@ -161,6 +164,7 @@ def _run_bo(
     depth: int,
     num_restarts: int,
     raw_samples: int,
+    progress: ProgressFn | None,
 ) -> BOResult:
     utils = require("botorch.utils.sampling", "vbll_bo")
     tf = require("botorch.models.transforms", "vbll_bo")
@@ -210,6 +214,8 @@ def _run_bo(
         if cl is not None:
             res.decisions.append(cl.observe(x, y))
         X, Y = torch.cat([X, x]), torch.cat([Y, y])
+        if progress is not None:
+            progress("BO iteration", it + 1, n_iter)
     if cl is not None:
         res.n_grad_steps, res.n_retrains, res.surrogate_seconds = (
             cl.n_grad_steps,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +32,12 @@ from .training import FitResult, fit_vbll
 
 __all__ = ["ThompsonPath", "VBLLModel", "default_backbone"]
 
-_bt_model = require("botorch.models.model", "vbll_bo")
+# BoTorch is first imported here. Its dependency linear_operator decorates functions with
+# ``torch.jit.script`` at import, which recent torch answers with a FutureWarning; nothing in this
+# package scripts anything, so that one warning is silenced for this import only.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*deprecated", category=FutureWarning)
+    _bt_model = require("botorch.models.model", "vbll_bo")
 _Model, _FantasizeMixin = _bt_model.Model, _bt_model.FantasizeMixin
 
 

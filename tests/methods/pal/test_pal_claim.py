@@ -1,0 +1,68 @@
+"""The claim's report-only rows that hold by construction, and its falsifiers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iclr25.methods.pal import (
+    MLPRewardModel,
+    PALConfig,
+    PALEstimator,
+    PerUserLogistic,
+    make_summary_length_world,
+)
+from iclr25.methods.pal.claim import CLAIM
+
+
+def _mlp2(d_in: int, d: int) -> int:
+    """Parameters of an ``mlp2`` projector: Linear(d_in, d), Linear(d, d), Linear(d, d)."""
+    return d_in * d + d + 2 * (d * d + d)
+
+
+def test_parameter_counts_follow_from_the_architecture() -> None:
+    """params_vs_large and params_per_user are arithmetic of the architectures, so they are
+    report-only rows of the claim; this pins the arithmetic at the claim's full sizes."""
+    cfg = CLAIM.budgets["full"].config
+    k, d_in, d, users, hidden = 2, cfg.txt_dim, cfg.txt_d_pref, cfg.txt_n_seen, cfg.mlp_hidden
+    rng = np.random.default_rng(0)
+    n = 4 * users
+    x, y, p = (rng.random((n, d_in)) for _ in range(3))
+    lab = rng.integers(0, 2, n)
+    ids = [f"s{i % users}" for i in range(n)]
+    pal_cfg = PALConfig.cpu_default().replace(k=k, d_in=d_in, d_pref=d, epochs=1, new_user_steps=1)
+    pal = PALEstimator(pal_cfg).fit(p, x, y, lab, ids)
+    # f and the K prototype maps g_k, the reward scale t, and K logits per seen user.
+    assert pal.trainable_parameter_count() == (k + 1) * _mlp2(d_in, d) + 1 + users * k
+    mlp = MLPRewardModel(d_in, hidden=hidden, epochs=1).fit(p, x, y, lab, ids)
+    assert (
+        mlp.trainable_parameter_count()
+        == (2 * d_in + users) * hidden + hidden + hidden**2 + hidden + hidden + 1
+    )
+    assert mlp.trainable_parameter_count() / pal.trainable_parameter_count() >= 10
+    pal.partial_fit_new_users(p[:6], x[:6], y[:6], lab[:6], ["n0", "n1", "n2"] * 2)
+    assert pal.new_user_trainable_ == 3 * k  # K numbers per new user
+    lr = PerUserLogistic().fit(x, y, lab, ids)
+    assert lr.parameters_per_user() == d_in + 1
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_text_world_bounds_a_shared_model(seed: int) -> None:
+    """txt_heterogeneous is a world property: texts do not depend on the user, so a model that
+    ignores the user can do no better than the majority length rule, 0.7 * 0.95 + 0.3 * 0.05."""
+    w = make_summary_length_world(n_seen=10, n_minority=3, test_per_user=200, seed=seed)
+    long = set(w.long)
+    rule = np.array([r in long for r in w.seen_test.right], dtype=int)  # prefer the longer one
+    acc = float((rule == np.asarray(w.seen_test.label)).mean())
+    assert acc == pytest.approx(0.7 * 0.95 + 0.3 * 0.05, abs=0.04)
+    assert max(acc, 1 - acc) <= 0.75
+
+
+def test_every_gate_names_a_falsifier_and_explains_itself() -> None:
+    names = {c.name: c for c in CLAIM.criteria}
+    for c in CLAIM.criteria:
+        assert c.explain, c.name
+        if c.gating and not c.control:
+            assert names[c.falsifier].control, c.name
+    report_only = {c.name for c in CLAIM.criteria if not c.gating}
+    assert report_only == {"txt_precheck", "txt_heterogeneous", "params_vs_large", "params_per_user"}
