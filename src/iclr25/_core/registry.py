@@ -134,7 +134,7 @@ REGISTRY: dict[str, Entry] = {
             claim="structure->low-rank Potts on MSAs: covariances, diversity, fast sampling",
             extra="invmsafold",
             smoke_s=20.0,
-            full_s=240.0,
+            full_s=270.0,
         ),
         Entry(
             name="activation_beacon",

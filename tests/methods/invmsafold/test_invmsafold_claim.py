@@ -40,7 +40,14 @@ def test_smoke_world_has_covariation(smoke_runs) -> None:
 def test_every_gate_names_a_control_falsifier_and_every_row_explains_itself() -> None:
     by_name = {c.name: c for c in CLAIM.criteria}
     gates = [c for c in CLAIM.criteria if c.gating and not c.control]
-    assert {c.name for c in gates} == {"R1_covariance", "R1_pw", "R2_fold_success", "R3_pca_kl"}
+    assert {c.name for c in gates} == {
+        "R1_covariance",
+        "R1_pw",
+        "R2_fold_success",
+        "R2_matched_diversity",
+        "memorisation_guard",
+        "R3_pca_kl",
+    }
     for c in gates:
         target = by_name[c.falsifier]
         assert target.control and target.gating, c.name
@@ -49,5 +56,34 @@ def test_every_gate_names_a_control_falsifier_and_every_row_explains_itself() ->
             c.name
         )
     report_only = {c.name for c in CLAIM.criteria if not c.gating}
-    assert report_only == {"R2_diversity", "pairwise_diversity", "R4_speed_ops", "R4_speed_wallclock"}
+    assert report_only == {
+        "R2_diversity",
+        "pairwise_diversity",
+        "R3_matched_diversity",
+        "unseen_fold_success_ar",
+        "unseen_fold_success_pw",
+        "R4_speed_ops",
+        "R4_speed_wallclock",
+    }
     assert all(c.explain for c in CLAIM.criteria)
+
+
+def test_smoke_repaired_references(smoke_runs) -> None:
+    """R2's denominator is the held-out rows; the memorise control copies training rows; R3 is
+    floor-corrected; IF-AR's matched temperature follows the pre-registered rule."""
+    from iclr25.methods.invmsafold.claim import _MATCH_TEMPS
+
+    m = smoke_runs("invmsafold")[0].metrics
+    assert m["memorise"]["nn_train_dist"] == 0.0 < m["natural"]["nn_train_dist"]
+    assert m["memorise"]["fold_success"] == m["natural"]["train_rows_fold_success"]
+    for arm in ("ar", "if_ar", "independent"):
+        assert m[arm]["pca_kl_excess"] == m[arm]["pca_kl"] - m["natural"]["pca_kl"]
+    t = m["if_ar_matched"]["temperature"]
+    assert t in _MATCH_TEMPS
+    if m["if_ar_matched"]["diversity_matched"] == 1.0:
+        assert m["if_ar_matched"]["pairwise_div"] >= m["ar"]["pairwise_div"]
+    else:
+        assert t == _MATCH_TEMPS[-1]
+    assert {"fold_success_seen_vs_unseen", "if_ar_diversity_matching"} <= set(
+        smoke_runs("invmsafold")[0].series
+    )

@@ -30,7 +30,14 @@ from .lattice import (
     mj_matrix,
     sample_msa,
 )
-from .metrics import connected_covariance, covariance_pearson, hamming_to, mean_pairwise_hamming, pca_kl
+from .metrics import (
+    connected_covariance,
+    covariance_pearson,
+    hamming_to,
+    mean_pairwise_hamming,
+    nearest_row_distance,
+    pca_kl,
+)
 from .potts import (
     ARPotts,
     PottsParams,
@@ -83,6 +90,7 @@ __all__ = [
     "lowrank_energy",
     "mean_pairwise_hamming",
     "mj_matrix",
+    "nearest_row_distance",
     "pad_batch",
     "pca_kl",
     "pseudo_log_likelihood",

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .lattice import LatticeStructure
@@ -44,6 +45,28 @@ def _positions(length: int, width: int) -> Tensor:
     out[:, 0::2] = torch.sin(pos * freq)
     out[:, 1::2] = torch.cos(pos * freq)
     return out
+
+
+def _biased_layer(layer: nn.TransformerEncoderLayer, x: Tensor, bias: Tensor) -> Tensor:
+    """One post-LN ``TransformerEncoderLayer`` with an additive per-head attention bias, written out.
+
+    ``x = norm1(x + SelfAttn(x; scores + bias))``, ``x = norm2(x + W2 act(W1 x))`` (Vaswani et al.,
+    2017), with the layer's own weights, activation and dropout, on every code path alike.
+
+    Shape:
+        ``x [B, L, d]``, ``bias [B, H, L, L]`` -> ``[B, L, d]``.
+    """
+    attn = layer.self_attn
+    B, L, d = x.shape
+    H = attn.num_heads
+    q, k, v = F.linear(x, attn.in_proj_weight, attn.in_proj_bias).chunk(3, -1)
+    q, k, v = (t.view(B, L, H, d // H).transpose(1, 2) for t in (q, k, v))  # [B, H, L, d/H]
+    p = attn.dropout if layer.training else 0.0
+    a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
+    a = attn.out_proj(a.transpose(1, 2).reshape(B, L, d))
+    x = layer.norm1(x + layer.dropout1(a))
+    ff = layer.linear2(layer.dropout(layer.activation(layer.linear1(x))))
+    return layer.norm2(x + layer.dropout2(ff))
 
 
 class LatticeEncoder(nn.Module):
@@ -97,13 +120,20 @@ class LatticeEncoder(nn.Module):
         return torch.cat([cmap, xyz, _positions(L, self.n_pos)], -1)
 
     def forward(self, feats: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-        """Embeddings ``[B, L, E]`` (zero at padded positions)."""
-        B, L, _ = feats.shape
+        """Embeddings ``[B, L, E]`` (zero at padded positions).
+
+        The contact bias enters the attention scores explicitly (:func:`_biased_layer`), so
+        ``train()`` and ``eval()`` compute the same function: PyTorch's eval-mode fast path of
+        ``nn.TransformerEncoder`` does not apply a per-head float mask the way the training path does.
+        """
+        L = feats.shape[1]
         cmap = feats[..., :L]  # [B, L, L] contact map (columns beyond L are padding)
         bias = self.contact_bias[None, :, None, None] * cmap[:, None]  # [B, H, L, L]
         if padding_mask is not None:
             bias = bias.masked_fill(padding_mask[:, None, None, :], float("-inf"))
-        x = self.layers(self.inp(feats), mask=bias.reshape(B * self.n_heads, L, L))
+        x = self.inp(feats)
+        for layer in self.layers.layers:
+            x = _biased_layer(layer, x, bias)
         return x if padding_mask is None else x.masked_fill(padding_mask[..., None], 0.0)
 
     def embed(self, structure: LatticeStructure) -> Tensor:

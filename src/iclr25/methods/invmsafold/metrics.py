@@ -12,7 +12,14 @@ from __future__ import annotations
 import numpy as np
 from torch import Tensor
 
-__all__ = ["connected_covariance", "covariance_pearson", "hamming_to", "mean_pairwise_hamming", "pca_kl"]
+__all__ = [
+    "connected_covariance",
+    "covariance_pearson",
+    "hamming_to",
+    "mean_pairwise_hamming",
+    "nearest_row_distance",
+    "pca_kl",
+]
 
 
 def _onehot(seqs: Tensor | np.ndarray, q: int) -> np.ndarray:
@@ -87,6 +94,25 @@ def mean_pairwise_hamming(seqs: Tensor | np.ndarray) -> float:
     same = x @ x.T  # matching sites per pair
     off = (same.sum() - np.trace(same)) / (n * (n - 1))
     return float(1.0 - off / L)
+
+
+def nearest_row_distance(seqs: Tensor | np.ndarray, rows: Tensor | np.ndarray) -> float:
+    """Mean over ``seqs`` of the normalised Hamming distance to the nearest of ``rows``.
+
+    The memorisation guard: a sampler that copies its training rows scores 0.
+
+    Shape:
+        ``seqs [N, L]``, ``rows [M, L]``.
+
+    Example:
+        >>> nearest_row_distance(np.array([[0, 1], [1, 1]]), np.array([[0, 1], [0, 0]]))
+        0.25
+    """
+    s, r = np.asarray(seqs), np.asarray(rows)
+    if s.ndim != 2 or r.ndim != 2 or s.shape[1] != r.shape[1] or not len(r):
+        raise ValueError(f"need [N, L] and [M >= 1, L] with one L, got {s.shape} and {r.shape}")
+    d = (s[:, None, :] != r[None, :, :]).mean(-1)  # [N, M]
+    return float(d.min(1).mean())
 
 
 def pca_kl(
