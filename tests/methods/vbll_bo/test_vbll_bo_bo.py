@@ -153,6 +153,8 @@ def test_run_bo_driver_mechanics() -> None:
     rnd = run_bo(problem, "random", "random", 4, 2, seed=0)
     assert ts.X.shape == (6, 2) and ei.X.shape == (5, 2) and rnd.regret.shape == (6,)
     assert ts.decisions == ["retrain", "retrain"] and ts.n_retrains == 3 and ts.n_grad_steps == 9
+    assert ts.n_grad_steps_after_init == 6  # the initial fit's 3 steps are shared by every schedule
+    assert rnd.n_duplicates == 0 and rnd.n_grad_steps_after_init == 0
     torch.testing.assert_close(ts.X[:4], rnd.X[:4])  # same Sobol design per seed
     assert all(math.isfinite(float(r)) for r in ts.regret)
     assert bool((torch.diff(ts.regret) <= 0).all())
@@ -277,3 +279,18 @@ def test_full_claim_seed0_runs() -> None:
 
     run = CLAIM.run("full", seed=0)
     assert judge(CLAIM, "full", [run]).verdict is not Verdict.ERROR
+
+
+def test_run_bo_counts_and_logs_repeated_proposals(monkeypatch, caplog) -> None:
+    import logging
+
+    from iclr25.methods.vbll_bo import baselines
+
+    problem = benchmark("branin")
+    corner = problem.bounds[1:].to(F64).clone()  # (10, 15)
+    monkeypatch.setattr(baselines, "thompson_candidates", lambda *a, **k: corner)
+    kw = {"fit_config": FitConfig(max_epochs=2), "width": 8, "depth": 1}
+    with caplog.at_level(logging.INFO, logger=baselines.__name__):
+        r = run_bo(problem, "vbll", "ts", 4, 3, seed=0, **kw)
+    assert r.n_duplicates == 2  # the first proposal is new, the next two repeat it
+    assert sum("repeats an observed point" in rec.getMessage() for rec in caplog.records) == 2

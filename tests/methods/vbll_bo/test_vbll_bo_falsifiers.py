@@ -42,8 +42,8 @@ def test_v2_cost_fails_when_the_event_statistic_skips_standardisation(monkeypatc
         broken = run_bo(problem, "vbll", "ts", n_init, n_iter, 0, continual=full.continual, **kw)
     assert broken.decisions == ["retrain"] * n_iter
     metrics = {
-        "vbll_cl": {"nn10_grad_steps": float(broken.n_grad_steps)},
-        "vbll_every": {"nn10_grad_steps": float(every.n_grad_steps)},
+        "vbll_cl": {"nn10_grad_steps_after_init": float(broken.n_grad_steps_after_init)},
+        "vbll_every": {"nn10_grad_steps_after_init": float(every.n_grad_steps_after_init)},
     }
     stat = gate.statistic(RunResult(metrics=metrics).metrics)
     assert not gate.holds(stat), stat

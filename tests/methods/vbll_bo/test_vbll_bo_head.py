@@ -186,17 +186,35 @@ def test_head_errors() -> None:
     phi, y = _data(T=4, N=3)
     with pytest.raises(ValueError, match="NaN"):
         head.loss(phi, torch.full_like(y, float("nan")), 0.1)
+    with pytest.raises(ValueError, match="inf"):
+        head.loss(phi, torch.full_like(y, float("inf")), 0.1)
     with pytest.raises(ValueError, match="shape"):
         head.loss(phi, y[:3], 0.1)
     with pytest.raises(ValueError, match="dense"):
         VBLLHead(3, parameterization="diagonal").condition(phi, y)
 
 
-def test_noise_init_is_a_clamped_log_std() -> None:
-    head = VBLLHead(3, 5, wishart_scale=0.01, generator=torch.Generator().manual_seed(0))
+def test_noise_init_unit_by_default_and_port_on_request() -> None:
+    assert HeadConfig().noise_init == "unit"
+    unit = VBLLHead(3, 5, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(unit.noise_std(), torch.ones(5, dtype=F64))  # log sigma_0 = 0
+    port = VBLLHead(3, 5, noise_init="port", generator=torch.Generator().manual_seed(0))
+    assert float(port.noise_std().detach().max()) > 5.0  # the port's draw: some outputs start far above 1
+    # the two differ in the noise only: the same generator stream gives the same q(w)
+    torch.testing.assert_close(unit.mean, port.mean)
+    torch.testing.assert_close(unit.cov_logdiag, port.cov_logdiag)
+    with pytest.raises(ValueError, match="noise_init"):
+        VBLLHead(3, noise_init="zero")
+    with pytest.raises(ValueError, match="noise_init"):
+        HeadConfig(noise_init="zero")  # type: ignore[arg-type]
+
+
+def test_port_noise_init_is_a_clamped_log_std() -> None:
+    head = VBLLHead(3, 5, wishart_scale=0.01, noise_init="port", generator=torch.Generator().manual_seed(0))
     assert (head.log_noise >= 0).all()
     raw = VBLLHead(
-        3, 5, wishart_scale=0.01, clamp_noise_init=False, generator=torch.Generator().manual_seed(0)
-    )
+        3, 5, wishart_scale=0.01, noise_init="port", clamp_noise_init=False,
+        generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
     torch.testing.assert_close(head.log_noise, raw.log_noise.clamp(min=0))
     torch.testing.assert_close(head.noise_std(), head.log_noise.exp())

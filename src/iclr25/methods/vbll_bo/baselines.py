@@ -15,6 +15,7 @@ References:
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -32,7 +33,11 @@ from .model import VBLLModel
 from .problems import simple_regret
 from .thompson import thompson_candidates
 
-__all__ = ["BOResult", "exact_gp_linear", "fit_gp", "gaussian_nll", "run_bo"]
+__all__ = ["BOResult", "exact_gp_linear", "fit_gp", "gaussian_nll", "is_duplicate", "run_bo"]
+
+logger = logging.getLogger(__name__)
+
+DUPLICATE_TOL = 1e-6  # a proposal within this fraction of every box side of an observed point repeats it
 
 
 @dataclass
@@ -43,8 +48,11 @@ class BOResult:
         X: all evaluated inputs ``(n_init + n_iter, d)``.
         Y: their values ``(n_init + n_iter, 1)``.
         regret: simple regret after each evaluation ``(n_init + n_iter,)``.
-        n_grad_steps: surrogate optimiser steps (VBLL) or GP-fit iterations (not comparable across models).
+        n_grad_steps: surrogate optimiser steps (VBLL; 0 for the GP and random search).
+        n_grad_steps_after_init: VBLL optimiser steps after the initial fit (the cost of keeping
+            the surrogate up to date; the initial fit is the same for every schedule).
         n_retrains: full surrogate fits.
+        n_duplicates: proposals that repeat an already observed input (see :func:`is_duplicate`).
         surrogate_seconds: wall time spent fitting/updating surrogates.
         seconds: wall time of the run.
         decisions: ``"retrain"``/``"recursive"`` per iteration (VBLL) .
@@ -54,7 +62,9 @@ class BOResult:
     Y: Tensor
     regret: Tensor
     n_grad_steps: int = 0
+    n_grad_steps_after_init: int = 0
     n_retrains: int = 0
+    n_duplicates: int = 0
     surrogate_seconds: float = 0.0
     seconds: float = 0.0
     decisions: list[str] = field(default_factory=list)
@@ -73,6 +83,31 @@ def gaussian_nll(mean: Tensor, var: Tensor, y: Tensor) -> float:
         0.9189
     """
     return float((0.5 * (math.log(2 * math.pi) + var.log() + (y - mean).pow(2) / var)).mean())
+
+
+def is_duplicate(x: Tensor, X: Tensor, bounds: Tensor, tol: float = DUPLICATE_TOL) -> bool:
+    """Whether ``x`` repeats a row of ``X``: every coordinate within ``tol`` of the box side.
+
+    Args:
+        x: ``(1, d)`` or ``(d,)`` proposal.
+        X: ``(n, d)`` observed inputs.
+        bounds: ``(2, d)`` box.
+        tol: tolerance as a fraction of each side.
+
+    Returns:
+        True if some observed point matches ``x`` in every coordinate.
+
+    Example:
+        >>> b = torch.tensor([[0.0, 0.0], [10.0, 1.0]])
+        >>> X = torch.tensor([[10.0, 0.0], [5.0, 0.5]])
+        >>> is_duplicate(torch.tensor([10.0, 0.0]), X, b), is_duplicate(torch.tensor([9.0, 0.0]), X, b)
+        (True, False)
+    """
+    if X.numel() == 0:
+        return False
+    width = (bounds[1] - bounds[0]).to(X)
+    gap = ((X - x.reshape(1, -1).to(X)).abs() / width).amax(-1)
+    return bool((gap <= tol).any())
 
 
 def fit_gp(train_X: Tensor, train_Y: Tensor, bounds: Tensor) -> object:
@@ -210,6 +245,12 @@ def _run_bo(
                 options={"seed": int(seed) * 1000 + it},
             )  # fmt: skip
         x = x.detach().reshape(1, d)
+        if is_duplicate(x, X, bounds):
+            res.n_duplicates += 1
+            logger.info(
+                "BO %s/%s seed %d, iteration %d: the proposal %s repeats an observed point",
+                surrogate, acquisition, seed, it + 1, [round(v, 6) for v in x[0].tolist()],
+            )  # fmt: skip
         y = problem(x).unsqueeze(-1)
         if cl is not None:
             res.decisions.append(cl.observe(x, y))
@@ -222,6 +263,7 @@ def _run_bo(
             cl.n_retrains,
             cl.train_seconds,
         )
+        res.n_grad_steps_after_init = cl.n_grad_steps - cl.n_grad_steps_initial
     res.X, res.Y = X, Y
     res.regret = simple_regret(problem, Y)
     res.seconds = time.perf_counter() - start

@@ -174,8 +174,10 @@ def _bo(
         for arm, r in runs.items():
             m[arm][f"{key}_regret"] = r.final_regret
             m[arm][f"{key}_regret_floored"] = max(r.final_regret, 1e-3)
+            m[arm][f"{key}_duplicates"] = float(r.n_duplicates)  # report only (Thompson repeats)
             if arm.startswith("vbll"):
                 m[arm][f"{key}_grad_steps"] = float(r.n_grad_steps)
+                m[arm][f"{key}_grad_steps_after_init"] = float(r.n_grad_steps_after_init)
                 m[arm][f"{key}_retrains"] = float(r.n_retrains)
             m[arm][f"{key}_surrogate_s"] = r.surrogate_seconds
         x = list(range(n_iter + 1))
@@ -335,9 +337,16 @@ def run(
     if config.run_bo:
         notes.append(
             f"NNDraw-{config.bo_dim}D: VBLL-CL {m['vbll_cl']['nn10_retrains']:.0f} retrains, "
-            f"{m['vbll_cl']['nn10_grad_steps']:.0f} gradient steps; every-step retraining "
-            f"{m['vbll_every']['nn10_grad_steps']:.0f} steps"
+            f"{m['vbll_cl']['nn10_grad_steps_after_init']:.0f} gradient steps after the initial fit; "
+            f"every-step retraining {m['vbll_every']['nn10_grad_steps_after_init']:.0f}"
         )
+        repeats = ", ".join(
+            f"{arm} {m[arm][f'{key}_duplicates']:.0f}"
+            for key in ("nn10", "branin")
+            for arm in ("vbll_cl", "vbll_every", "gp")
+            if f"{key}_duplicates" in m[arm]
+        )
+        notes.append(f"proposals repeating an observed point (nn10 then branin): {repeats}")
     return RunResult(metrics={a: v for a, v in m.items() if v}, series=series, notes=notes)
 
 
@@ -437,16 +446,17 @@ CLAIM = Claim(
             )
         ),
         ratio(
-            "vbll_cl.nn10_grad_steps",
-            "vbll_every.nn10_grad_steps",
+            "vbll_cl.nn10_grad_steps_after_init",
+            "vbll_every.nn10_grad_steps_after_init",
             "<=",
             0.4,
             name="v2_cost",
             paper="large speed-up of continual training",
             falsifier="tests/methods/vbll_bo/test_vbll_bo_falsifiers.py::"
             "test_v2_cost_fails_when_the_event_statistic_skips_standardisation",
-            explain="Continual training (exact last-layer updates, retraining only when triggered) takes "
-            "at most 40 % of the gradient steps of retraining after every observation on NNDraw-10D.",
+            explain="After the initial fit, which both arms share, continual training (exact last-layer "
+            "updates, retraining only when triggered) takes at most 40 % of the gradient steps of "
+            "retraining after every observation on NNDraw-10D.",
         ),
         ratio(
             "vbll_cl.nn10_regret",
@@ -579,7 +589,7 @@ CLAIM = Claim(
     ),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=15.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=100.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=250.0),
     },
     run_fn=run,
     headline="v2_cost",
@@ -587,7 +597,9 @@ CLAIM = Claim(
         "NNdraw is our seeded tanh MLP (2 x 50, N(0, 1/fan_in)); the paper's construction is not published.",
         "CPU sizes: width 64 x 4 layers, <= 300 epochs, patience 30, batch 32; 3 seeds.",
         "BO fits (T <= 30, so <= 300 Adam steps) use lr 1e-2; the V3a fit (T = 100) keeps the port's 1e-3.",
-        "BO runs 10 + 15 iterations on NNDraw-10D and Branin (spec: 30 and 20), shortened for the budget.",
+        "BO runs 10 + 30 iterations on NNDraw-10D and 10 + 20 on Branin, as the spec asks.",
+        "The noise starts at sigma = 1 (HeadConfig.noise_init='unit'); the port's random draw is 'port'.",
+        "V2 cost counts gradient steps after the initial fit, which both arms share.",
         "The event trigger (predictive log-likelihood < -2 or 10 steps without retrain) is our assumption.",
         "Simple regret on noise-free objectives; GP-LogEI: optimize_acqf(num_restarts=4, raw_samples=128).",
         "The community VBLLModel absorbs a new point by a warm refit of `patience` epochs (report only).",

@@ -40,6 +40,8 @@ class ContinualVBLL:
         n_retrains: full retrains so far (the initial fit included).
         n_recursive: recursive updates so far.
         n_grad_steps: optimiser steps summed over all fits (the deterministic cost).
+        n_grad_steps_initial: the steps of the initial fit alone; ``n_grad_steps`` minus this is
+            the cost of keeping the model up to date, which is what schedules differ in.
         train_seconds: wall time of fits and updates.
         last_statistic: the event statistic of the latest observation (NaN if not computed).
 
@@ -66,21 +68,23 @@ class ContinualVBLL:
         self.n_retrains = 0
         self.n_recursive = 0
         self.n_grad_steps = 0
+        self.n_grad_steps_initial = 0
         self.train_seconds = 0.0
         self.last_statistic = float("nan")
         self._since_retrain = 0
 
-    def _fit(self, warm: bool) -> None:
+    def _fit(self, warm: bool) -> int:
         state = {k: v.clone() for k, v in self.model.state_dict().items()} if warm else None
         result = self.model.fit(self.fit_config, warm_start=state)
         self.n_retrains += 1
         self.n_grad_steps += result.n_steps
         self.train_seconds += result.seconds
         self._since_retrain = 0
+        return result.n_steps
 
     def initial_fit(self) -> ContinualVBLL:
         """Train from scratch on the model's current data; returns self."""
-        self._fit(warm=False)
+        self.n_grad_steps_initial += self._fit(warm=False)
         return self
 
     @torch.no_grad()

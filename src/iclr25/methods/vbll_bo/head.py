@@ -157,12 +157,15 @@ class VBLLHead(nn.Module):
         out_features: m, the number of outputs.
         prior_scale: the prior variance is s0 = prior_scale / N (the port's and vbll 0.4.9's scaling).
             Larger values give wider, "messier" uncertainty; the default 1.0 suits standardised outputs.
-        wishart_scale: psi, scale of the Wishart prior on the noise precision; it also sets the
-            initial noise, log sigma ~ randn * log(psi).
+        wishart_scale: psi, scale of the Wishart prior on the noise precision; with
+            ``noise_init="port"`` it also sets the initial noise, log sigma ~ randn * log(psi).
         dof: Wishart degrees of freedom; nu = (dof + m + 1) / 2.
         parameterization: ``"dense"``, ``"dense_precision"``, ``"diagonal"`` or ``"lowrank"``.
         cov_rank: rank of the low-rank factor (``"lowrank"`` only).
-        clamp_noise_init: clamp the initial log sigma at >= 0.
+        noise_init: ``"unit"`` (default) starts at log sigma = 0, i.e. sigma = 1 in standardised
+            units; ``"port"`` draws log sigma ~ randn * log(psi) as the BoTorch port does, which
+            starts some seeds at sigma of 5 to 400.
+        clamp_noise_init: clamp the initial log sigma at >= 0 (``"port"`` only).
         generator: the random initialisation's generator.
 
     Shape:
@@ -190,10 +193,13 @@ class VBLLHead(nn.Module):
         dof: float = 1.0,
         parameterization: str = "dense",
         cov_rank: int | None = None,
+        noise_init: str = "unit",
         clamp_noise_init: bool = True,
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
+        if noise_init not in ("unit", "port"):
+            raise ValueError(f"noise_init must be 'unit' or 'port', got {noise_init!r}")
         if parameterization not in ("dense", "dense_precision", "diagonal", "lowrank"):
             raise ValueError(
                 "parameterization must be 'dense', 'dense_precision', 'diagonal' or 'lowrank', "
@@ -210,7 +216,7 @@ class VBLLHead(nn.Module):
         self.prior_scale, self.wishart_scale = float(prior_scale), float(wishart_scale)
         self.dof = (float(dof) + out_features + 1.0) / 2.0  # nu
         self.cov_rank = cov_rank
-        self.clamp_noise_init = clamp_noise_init
+        self.noise_init, self.clamp_noise_init = noise_init, clamp_noise_init
         opts = {"dtype": torch.float64}
         m, n = out_features, in_features
         self.mean = nn.Parameter(torch.zeros(m, n, **opts))
@@ -229,7 +235,12 @@ class VBLLHead(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Random initialisation near the prior: w_bar ~ N(0, s0), S ~ s0 I, log sigma ~ randn log(psi)."""
+        """Random initialisation near the prior: w_bar ~ N(0, s0), S ~ s0 I, and the noise.
+
+        The noise is log sigma = 0 (``noise_init="unit"``) or randn * log(psi) (``"port"``). The
+        port's normal draw is made in both modes, so the two differ in the noise only and the rest
+        of the generator's stream (minibatch order, Thompson paths) is the same.
+        """
         opts = {"dtype": torch.float64, "device": self.mean.device, "generator": generator}
         m, n = self.out_features, self.in_features
         sd = math.sqrt(self.prior_var)
@@ -245,7 +256,10 @@ class VBLLHead(nn.Module):
             elif self.parameterization == "lowrank":
                 self.cov_factor.copy_(1e-3 * sd * torch.randn(self.cov_factor.shape, **opts))
         noise = torch.randn(m, **opts) * math.log(self.wishart_scale)
-        self.log_noise.copy_(noise.clamp(min=0.0) if self.clamp_noise_init else noise)
+        if self.noise_init == "unit":
+            self.log_noise.zero_()
+        else:
+            self.log_noise.copy_(noise.clamp(min=0.0) if self.clamp_noise_init else noise)
 
     # ---- the Gaussian q(w) -------------------------------------------------------------------
     def _tril(self) -> Tensor:
@@ -426,3 +440,5 @@ def _check_xy(phi: Tensor, y: Tensor, n_feat: int, m: int) -> None:
         raise TypeError(f"features and targets must share a dtype, got {phi.dtype} and {y.dtype}")
     if torch.isnan(y).any():
         raise ValueError("targets contain NaN")
+    if torch.isinf(y).any():
+        raise ValueError("targets contain inf; every value must be finite")

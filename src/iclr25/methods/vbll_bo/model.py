@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from iclr25._core.claims import ProgressFn
 from iclr25._core.registry import require
 
 from .config import FitConfig, HeadConfig
@@ -101,10 +102,11 @@ def _check_data(X: Tensor, Y: Tensor, d: int | None = None, m: int | None = None
         raise ValueError(f"X must have {d} columns (the input dimension), got {X.shape[-1]}")
     if m is not None and Y.shape[-1] != m:
         raise ValueError(f"Y must have {m} columns (the number of outputs), got {Y.shape[-1]}")
-    if torch.isnan(Y).any():
-        raise ValueError("Y contains NaN")
-    if torch.isnan(X).any():
-        raise ValueError("X contains NaN")
+    for name, t in (("Y", Y), ("X", X)):
+        if torch.isnan(t).any():
+            raise ValueError(f"{name} contains NaN")
+        if torch.isinf(t).any():
+            raise ValueError(f"{name} contains inf; every value must be finite")
 
 
 class VBLLModel(_Model, _FantasizeMixin):
@@ -188,7 +190,7 @@ class VBLLModel(_Model, _FantasizeMixin):
         self.head = VBLLHead(
             n_feat, self._m, prior_scale=head.prior_scale, wishart_scale=head.wishart_scale, dof=head.dof,
             parameterization=head.parameterization, cov_rank=head.cov_rank,
-            clamp_noise_init=head.clamp_noise_init, generator=generator,
+            noise_init=head.noise_init, clamp_noise_init=head.clamp_noise_init, generator=generator,
         ).to(**opts)  # fmt: skip
         self._generator = generator
         self._cond: tuple[Tensor, Tensor] | None = None
@@ -410,22 +412,37 @@ class VBLLModel(_Model, _FantasizeMixin):
         *,
         val_X: Tensor | None = None,
         val_Y: Tensor | None = None,
+        progress: ProgressFn | None = None,
     ) -> FitResult:
         """Train backbone and head (see :func:`fit_vbll`); lambda is re-set to kl_scale / T.
 
+        Without ``warm_start`` this re-initialises everything (backbone, head and noise) from the
+        model's generator before training; pass ``warm_start=model.state_dict()`` to continue from
+        the current state instead.
+
+        The default ``FitConfig`` is the port's: up to 10,000 epochs, patience 100, lr 1e-3, so a
+        fit can take minutes. With the default 64-wide backbone an epoch has ceil(T / 32) gradient
+        steps of 6-20 ms each on one CPU core: on 20 Branin points the default fit ran 6,640 epochs
+        in 41 s, on 100 points 2,119 epochs in 170 s (a shared 2-core machine). Progress goes to
+        the ``progress`` callback after every epoch and to this package's logger (INFO, at most
+        every 10 s).
+
         Args:
             config: training settings; default ``FitConfig(kl_scale=self.kl_scale)``.
-            warm_start: a ``state_dict`` to start from (None: fresh initialisation).
+            warm_start: a ``state_dict`` to start from (None: fresh initialisation of everything).
             val_X: optional validation inputs for early stopping.
             val_Y: their targets.
+            progress: optional callback ``(stage, done, total)``, called as
+                ``("fit epoch", epoch, max_epochs)`` after every epoch.
 
         Returns:
             A :class:`FitResult` (gradient steps, epochs, best loss, lambda, seconds).
         """
         config = config or FitConfig(kl_scale=self.kl_scale)
         return fit_vbll(
-            self, config, warm_start=warm_start, val_X=val_X, val_Y=val_Y, generator=self._generator
-        )
+            self, config, warm_start=warm_start, val_X=val_X, val_Y=val_Y, generator=self._generator,
+            progress=progress,
+        )  # fmt: skip
 
     def sample_path(self, generator: torch.Generator | None = None) -> ThompsonPath:
         """One Thompson sample path f(x) = w^T phi(x) with a single w ~ q(w) (no observation noise)."""

@@ -15,6 +15,7 @@ References:
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import time
 from collections.abc import Mapping
@@ -24,12 +25,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
+from iclr25._core.claims import ProgressFn
+
 from .config import FitConfig
 
 if TYPE_CHECKING:
     from .model import VBLLModel
 
 __all__ = ["EarlyStopping", "FitResult", "fit_vbll"]
+
+logger = logging.getLogger(__name__)
+
+_LOG_EVERY_S = 10.0  # a progress line at INFO at most this often, so short fits log nothing
 
 
 @dataclass
@@ -97,22 +104,32 @@ def fit_vbll(
     val_X: Tensor | None = None,
     val_Y: Tensor | None = None,
     generator: torch.Generator | None = None,
+    progress: ProgressFn | None = None,
 ) -> FitResult:
     """Train backbone and head of a :class:`VBLLModel` on its training data (in place).
+
+    Without ``warm_start`` every parameter of the backbone and the head (noise included) is
+    re-initialised from ``generator`` first: nothing learned in an earlier fit is kept.
+
+    Progress: ``progress("fit epoch", epoch, config.max_epochs)`` is called after every epoch, and
+    the logger of this module writes a line at INFO level at most every 10 s (so short fits log
+    nothing) and a summary at DEBUG level at the end.
 
     Args:
         model: the surrogate; its stored data are used.
         config: optimiser, batch, epochs, patience, kl_scale.
-        warm_start: a ``state_dict`` to start from; None re-initialises from ``generator``.
+        warm_start: a ``state_dict`` to start from; None re-initialises everything from ``generator``.
         val_X: optional validation inputs (original units); early stopping then monitors the
             validation NLL computed on these inputs.
         val_Y: validation targets (original units).
         generator: randomness of the initialisation and the minibatch order.
+        progress: optional callback ``(stage, done, total)`` called after each epoch.
 
     Returns:
         A :class:`FitResult`.
     """
     start = time.perf_counter()
+    last_log = start
     if warm_start is not None:
         model.load_state_dict(warm_start)
     else:
@@ -155,10 +172,26 @@ def fit_vbll(
                 monitor = float(model.head_nll(vX, vY))  # validation NLL on val_X itself
         else:
             monitor = total / T
-        if stopper.step(monitor, model):
+        stop = stopper.step(monitor, model)
+        if progress is not None:
+            progress("fit epoch", n_epochs, config.max_epochs)
+        now = time.perf_counter()
+        if now - last_log >= _LOG_EVERY_S:
+            last_log = now
+            logger.info(
+                "VBLL fit: epoch %d of at most %d, %d gradient steps, loss %.4g (best %.4g at epoch %d), "
+                "%.0f s", n_epochs, config.max_epochs, n_steps, monitor, stopper.best,
+                stopper.best_epoch + 1, now - start,
+            )  # fmt: skip
+        if stop:
             break
     stopper.restore(model)
     for p in model.backbone.parameters():
         p.requires_grad_(True)
     model.eval()
-    return FitResult(n_steps, n_epochs, stopper.best, kl_weight, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    logger.debug(
+        "VBLL fit done: T=%d, %d epochs, %d gradient steps, best loss %.4g, %.2f s",
+        T, n_epochs, n_steps, stopper.best, seconds,
+    )  # fmt: skip
+    return FitResult(n_steps, n_epochs, stopper.best, kl_weight, seconds)
