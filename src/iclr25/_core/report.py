@@ -601,7 +601,8 @@ _STATUS_HEAD = [
 def stale_files(repo_root: Path, name: str, sha: str | None) -> list[str] | None:
     """Files of a method's code, ``_core/`` or ``common/`` changed since commit ``sha``.
 
-    Its README is left out (its Results table is what gets regenerated). ``None`` when that
+    Left out: the method's README (its Results table is what gets regenerated) and the
+    registry (names and expected times, which change no claim's numbers). ``None`` when that
     cannot be told (no commit recorded, or no git).
     """
     if not sha:
@@ -611,7 +612,7 @@ def stale_files(repo_root: Path, name: str, sha: str | None) -> list[str] | None
         sha,
         [f"{base}/methods/{name}", f"{base}/_core", f"{base}/common"],
         repo_root,
-        exclude=[f"{base}/methods/{name}/README.md"],
+        exclude=[f"{base}/methods/{name}/README.md", f"{base}/_core/registry.py"],
     )
 
 
