@@ -9,26 +9,30 @@ from iclr25.methods.coreset_sc import label_full_graph, nearest_point_labels
 
 
 def _brute(A, idx, w, lab, k, shift):
+    """Decide with the unshifted kernel; distances in the shifted one with centre shift part σ/W_j."""
+    K0 = dense_kernel(A, 0.0)
     K = dense_kernel(A, shift)
     n = A.shape[0]
     W = np.array([w[lab == j].sum() for j in range(k)])
     norms = np.array(
-        [w[lab == j] @ K[np.ix_(idx[lab == j], idx[lab == j])] @ w[lab == j] / W[j] ** 2 for j in range(k)]
+        [w[lab == j] @ K0[np.ix_(idx[lab == j], idx[lab == j])] @ w[lab == j] / W[j] ** 2 for j in range(k)]
     )
     j0 = int(np.argmin(norms))
     Ad = A.toarray()
     out, dist = np.empty(n, int), np.empty(n)
     for x in range(n):
-        inner = np.array([w[lab == j] @ K[x, idx[lab == j]] / W[j] for j in range(k)])
+        inner = np.array([w[lab == j] @ K0[x, idx[lab == j]] / W[j] for j in range(k)])
         cands = sorted({j0} | {int(lab[a]) for a in range(idx.size) if Ad[x, idx[a]] > 0})
         scores = [norms[j] - 2 * inner[j] for j in cands]
         b = int(np.argmin(scores))  # first minimum = smallest cluster index among ties
         out[x] = cands[b]
-        dist[x] = K[x, x] + scores[b]
+        j = cands[b]
+        own = x in idx and lab[list(idx).index(x)] == j
+        dist[x] = K[x, x] + scores[b] + shift / W[j] - (2 * shift / W[j] if own else 0.0)
     return out, dist
 
 
-@pytest.mark.parametrize("shift", [0.0, 1.0])
+@pytest.mark.parametrize("shift", [0.0, 0.1, 1.0])
 def test_label_full_graph_equals_dense_brute_force(shift):
     A = random_graph(80, 0.03, seed=2)  # sparse enough that some vertices have no coreset neighbour
     rng = np.random.RandomState(0)

@@ -30,7 +30,9 @@ __all__ = [
 
 INDEFINITE_MESSAGE = (
     "negative squared kernel distances were clipped to 0: the kernel D⁻¹AD⁻¹ is indefinite for this "
-    "graph; pass shift=1.0 (σ = 1 makes K positive semi-definite)"
+    "graph. The clipping only affects D² seeding probabilities and is usually harmless; shift=1.0 makes "
+    "K positive semi-definite and removes it without changing the labelling rule, but it adds σw²/d to "
+    "the coreset graph's diagonal, which can lower accuracy (keep shift=0 unless clipping matters)"
 )
 
 
