@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
 from iclr25.methods.comet import COMETClassifier, COMETRegressor
 
@@ -62,3 +63,20 @@ def test_bad_input_raises() -> None:
         clf.predict(X[:, :3])
     with pytest.raises(ValueError, match="p_keep"):
         COMETClassifier(p_keep=1.5, epochs=1).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("cls", "method"),
+    [
+        (COMETClassifier, "predict"),
+        (COMETClassifier, "predict_proba"),
+        (COMETClassifier, "score"),
+        (COMETRegressor, "predict"),
+        (COMETRegressor, "score"),
+    ],
+)
+def test_use_before_fit_raises_not_fitted(cls, method) -> None:
+    X, y = _data()
+    call = getattr(cls(hidden=(8,)), method)
+    with pytest.raises(NotFittedError, match="not fitted"):
+        call(X, y) if method == "score" else call(X)

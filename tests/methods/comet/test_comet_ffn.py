@@ -163,3 +163,18 @@ def test_inputs_embeds_rejected_in_frozen_mode() -> None:
     comet_ffn_(model, 0.5)
     with pytest.raises(ValueError, match="embedding stage"):
         model(inputs_embeds=torch.randn(1, 3, 16))
+
+
+@pytest.mark.parametrize(("build", "x"), CASES)
+def test_second_wrap_raises_and_model_stays_usable(build, x) -> None:
+    model = build()
+    ref = _out(model, x)
+    handle = comet_ffn_(model, 0.5)
+    masked = _out(model, x)
+    with pytest.raises(ValueError, match="already carries COMET masks"):
+        comet_ffn_(model, 0.25, source="layer_input")
+    assert torch.equal(_out(model, x), masked)  # the failed call changed nothing
+    handle.remove()
+    assert torch.equal(_out(model, x), ref)
+    comet_ffn_(model, 0.25).remove()  # wrapping again after remove() works
+    assert torch.equal(_out(model, x), ref)

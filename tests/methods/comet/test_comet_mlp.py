@@ -168,9 +168,21 @@ def test_train_mlp_is_deterministic_and_regression_works() -> None:
     assert log.epoch_metric[-1] < log.epoch_metric[0]
 
 
+def test_train_mlp_scores_named_eval_sets_every_epoch() -> None:
+    x, y = _xy()
+    log = train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=3, batch_size=16, seed=1,
+                    X_eval=x, y_eval=y, eval_sets={"val": (x[:10], y[:10]), "all": (x, y)})  # fmt: skip
+    assert set(log.eval_metrics) == {"val", "all"} and all(len(v) == 3 for v in log.eval_metrics.values())
+    assert log.eval_metrics["all"] == log.epoch_metric  # same set, same metric
+    with pytest.raises(TypeError, match="eval_sets"):
+        train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=1, eval_sets={"val": x})  # type: ignore[dict-item]
+
+
 def test_configs_validate() -> None:
     with pytest.raises(ValueError, match="p_keep"):
         COMETConfig(p_keep=0.0)
     with pytest.raises(ValueError, match="g4_width"):
         ClaimConfig(g4_width=0)
+    with pytest.raises(ValueError, match="g4_val_frac"):
+        ClaimConfig(g4_val_frac=1.0)
     assert COMETConfig.cpu_default().replace(lr=0.1).lr == 0.1

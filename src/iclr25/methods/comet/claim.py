@@ -3,16 +3,21 @@ die, never move, and (with enough capacity) learn faster and generalise better t
 
 G1 mask geometry (Spearman of mask overlap against input similarity), G2 utilisation (dead units
 over random nets on digits), G3 fixed experts (masks before/after training, MLP and a tiny GPT-2)
-and G4 learning (paired seeds on digits and a clustered synthetic set, with baselines) run in
-every seed; negative controls: Bernoulli masks, a router that redraws V each call (in G1 and G4),
-a rank-1 V_1. G3 (fixed experts, with the Top-k and layer-wise controls) holds by construction and
-the FLOP ratio of one training step at width 1000 is analytic, so both are reported, not gated (the
-unit tests cover them); the wall-clock ratio of that step is reported too.
+and G4 learning (paired backbones on digits and a clustered synthetic set, with baselines) run in
+every seed. G4 is split in two: "learns faster" gates the first-epoch training-loss area, and
+"generalises better at large width" gates test accuracy at each run's best epoch, picked on a
+validation split carved from the training rows, after 20 epochs. Negative controls: Bernoulli
+masks, a router that redraws V each call (in G1 and G4), a rank-1 V_1. G3 (fixed experts, with the
+Top-k and layer-wise controls) holds by construction and the FLOP ratio of one training step at
+width 1000 is analytic, so both are reported, not gated (the unit tests cover them); so are the
+wall-clock ratio of that step, the epoch-5 and last-epoch accuracies, and the comparisons with
+Top-k, MoE and dropout (one backbone a seed).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -49,6 +54,8 @@ from iclr25.methods.comet import (
 __all__ = ["CLAIM", "run"]
 
 _Data = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: train, validation (carved from the training rows) and test: X, y each
+_Split = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,12 +265,43 @@ def _g3_lm(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _fit(net: torch.nn.Module, data: _Data, cfg: ClaimConfig, seed: int) -> tuple[float, float, list[float]]:
+@dataclass
+class _Fit:
+    """One training run of G4: per-epoch validation and test accuracy and the epoch-1 losses."""
+
+    val: list[float]
+    test: list[float]
+    epoch1_loss: list[float]
+
+    @property
+    def best(self) -> int:
+        """Index of the epoch with the highest validation accuracy (the earliest on ties)."""
+        return int(np.argmax(self.val))
+
+    @property
+    def auc1(self) -> float:
+        """Mean training loss over epoch 1: the area under the first-epoch loss curve."""
+        return float(np.mean(self.epoch1_loss))
+
+
+def _split_val(data: _Data, frac: float, seed: int) -> _Split:
+    """Carve a stratified validation split out of the training rows (the test rows are untouched)."""
+    from sklearn.model_selection import train_test_split
+
     Xtr, ytr, Xte, yte = data
+    idx = np.arange(len(Xtr))
+    counts = np.bincount(ytr.numpy())
+    strata = ytr.numpy() if counts[counts > 0].min() >= 2 else None  # stratify where every class can split
+    tr, va = train_test_split(idx, test_size=frac, random_state=seed, stratify=strata)
+    tr, va = torch.as_tensor(np.sort(tr)), torch.as_tensor(np.sort(va))
+    return Xtr[tr], ytr[tr], Xtr[va], ytr[va], Xte, yte
+
+
+def _fit(net: torch.nn.Module, data: _Split, cfg: ClaimConfig, seed: int) -> _Fit:
+    Xtr, ytr, Xva, yva, Xte, yte = data
     log = train_mlp(net, Xtr, ytr, epochs=cfg.g4_epochs, batch_size=cfg.g4_batch, lr=cfg.g4_lr, seed=seed,
-                    X_eval=Xte, y_eval=yte)  # fmt: skip
-    auc1 = float(np.mean(log.step_loss[: log.steps_per_epoch]))
-    return log.epoch_metric[-1], auc1, log.epoch_metric
+                    eval_sets={"val": (Xva, yva), "test": (Xte, yte)})  # fmt: skip
+    return _Fit(log.eval_metrics["val"], log.eval_metrics["test"], log.step_loss[: log.steps_per_epoch])
 
 
 def _build(arm: str, d_in: int, n_tr: int, hidden: tuple[int, ...], p: float, s: int) -> torch.nn.Module:
@@ -287,8 +325,9 @@ def _build(arm: str, d_in: int, n_tr: int, hidden: tuple[int, ...], p: float, s:
     return COMETMLP(d_in, hidden, 10, p_keep=p, seed=s, routing="layerwise")
 
 
-_G4_GATED = ("comet", "dense", "bernoulli", "smaller", "resampled")  # paired on g4_seeds backbones
+_G4_GATED = ("comet", "dense", "resampled", "bernoulli", "smaller")  # paired on g4_seeds backbones
 _G4_REPORTED = ("dropout", "topk", "moe", "layerwise")  # g4_extra_seeds backbones, report only
+_EARLY_EPOCH = 5  # the epoch the earlier check gated at, kept as a report-only row
 
 
 def _g4_fits(cfg: ClaimConfig) -> int:
@@ -298,45 +337,57 @@ def _g4_fits(cfg: ClaimConfig) -> int:
 
 def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[str, float]],
         series: dict[str, Series], progress: ProgressFn = no_progress) -> None:  # fmt: skip
+    """G4: every arm trains ``g4_epochs`` epochs on the same backbones and batches; accuracy is read
+    at each run's best validation epoch, learning speed from the epoch-1 training losses."""
     p, w = cfg.p_keep, cfg.g4_width
     total, done = _g4_fits(cfg) * len(sets), 0
+    early = min(_EARLY_EPOCH, cfg.g4_epochs) - 1
     progress("G4 learning fits", done, total)
-    for name, data in sets.items():
+    for name, raw in sets.items():
+        data = _split_val(raw, cfg.g4_val_frac, seed)
         d_in, n_tr = data[0].shape[1], len(data[0])
 
         def build(arm: str, width: int, s: int, d_in: int = d_in, n_tr: int = n_tr) -> torch.nn.Module:
             return _build(arm, d_in, n_tr, (width,) * 3, p, s)
 
         curves: dict[str, list[float]] = {}
-        runs = [(arm, cfg.g4_seeds) for arm in _G4_GATED]
-        runs += [(arm, cfg.g4_extra_seeds) for arm in _G4_REPORTED]
-        for arm, n_seeds in runs:
-            accs, aucs, curve = [], [], np.zeros(cfg.g4_epochs)
+        losses: dict[str, list[float]] = {}
+        runs = [(arm, w, cfg.g4_seeds) for arm in _G4_GATED]
+        runs += [(arm, w, cfg.g4_extra_seeds) for arm in _G4_REPORTED]
+        runs += [(arm, cfg.g4_narrow, cfg.g4_seeds) for arm in ("comet", "dense")]
+        for arm, width, n_seeds in runs:
+            # paired: backbone seed 1000 * seed + i gives the same init and batch order to every arm
+            fits = []
             for i in range(n_seeds):
-                s = seed * 1000 + i  # paired: the same backbone init and batch order for every arm
-                acc, auc1, c = _fit(build(arm, w, s), data, cfg, s)
-                accs.append(acc)
-                aucs.append(auc1)
-                curve += np.asarray(c) / n_seeds
+                fits.append(_fit(build(arm, width, seed * 1000 + i), data, cfg, seed * 1000 + i))
                 done += 1
                 progress("G4 learning fits", done, total)
-            if n_seeds:
-                m[arm][f"{name}_acc"] = float(np.mean(accs))
-                m[arm][f"{name}_auc1"] = float(np.mean(aucs))
-                curves[arm] = [float(v) for v in curve]
-        for arm in ("comet", "dense"):
-            accs = []
-            for i in range(cfg.g4_seeds):
-                accs.append(_fit(build(arm, cfg.g4_narrow, seed * 1000 + i), data, cfg, seed * 1000 + i)[0])
-                done += 1
-                progress("G4 learning fits", done, total)
-            m[arm][f"{name}_acc_narrow"] = float(np.mean(accs))
+            if not fits:
+                continue
+            suffix = "_narrow" if width != w else ""
+            m[arm][f"{name}_acc{suffix}"] = float(np.mean([f.test[f.best] for f in fits]))
+            if suffix:
+                continue
+            m[arm][f"{name}_acc_last"] = float(np.mean([f.test[-1] for f in fits]))
+            # at epoch 5, or the last epoch of a shorter (smoke) run
+            m[arm][f"{name}_acc_ep{_EARLY_EPOCH}"] = float(np.mean([f.test[early] for f in fits]))
+            m[arm][f"{name}_best_epoch"] = float(np.mean([f.best + 1 for f in fits]))
+            m[arm][f"{name}_auc1"] = float(np.mean([f.auc1 for f in fits]))
+            curves[arm] = [float(v) for v in np.mean([f.test for f in fits], axis=0)]
+            if arm in _G4_GATED:
+                losses[arm] = [float(v) for v in np.mean([f.epoch1_loss for f in fits], axis=0)]
         wide = m["comet"][f"{name}_acc"] - m["dense"][f"{name}_acc"]
         narrow = m["comet"][f"{name}_acc_narrow"] - m["dense"][f"{name}_acc_narrow"]
         m["comet"][f"{name}_capacity_flip"] = wide - narrow
         series[f"learning_{name}"] = Series(
             title=f"Test accuracy per epoch, {name} (width {w}, p_k = {p})", xlabel="epoch",
-            ylabel="test accuracy", x=[float(e + 1) for e in range(cfg.g4_epochs)], lines=curves,
+            ylabel="test accuracy (gated at each run's best validation epoch)",
+            x=[float(e + 1) for e in range(cfg.g4_epochs)], lines=curves,
+        )  # fmt: skip
+        series[f"epoch1_loss_{name}"] = Series(
+            title=f"Training loss in epoch 1, {name} (width {w}, p_k = {p})", xlabel="optimiser step",
+            ylabel="training loss (mean of backbones)",
+            x=[float(t + 1) for t in range(len(losses["comet"]))], lines=losses,
         )  # fmt: skip
 
 
@@ -400,7 +451,9 @@ def run(
         progress: called with the stage and its fits done, from the long loops.
 
     Returns:
-        The per-arm metrics, the mask-overlap and learning-curve series and two notes.
+        The per-arm metrics, the mask-overlap, learning-curve and epoch-1 loss series, and notes
+        that give the two parts of the learning claim ("learns faster", "generalises better")
+        separately for this seed.
     """
     arms = ("comet", "dense", "smaller", "dropout", "topk", "moe", "bernoulli", "layerwise", "resampled",
             "rank1", "live_emb")  # fmt: skip
@@ -429,8 +482,18 @@ def run(
     notes = [
         f"G2: {100 * m['comet']['g2_dead_frac']:.4f}% of units never fired over {config.g2_nets} random nets "
         f"({100 * m['comet']['g2_nets_with_dead']:.0f}% of nets had a dead unit)",
-        f"capacity effect (digits): Delta_wide - Delta_narrow = {m['comet']['digits_capacity_flip']:+.4f}",
+        f"capacity effect (digits, best epochs): Delta_wide - Delta_narrow = "
+        f"{m['comet']['digits_capacity_flip']:+.4f}",
     ]
+    for name in ("digits", "clusters"):
+        c, d = m["comet"], m["dense"]
+        speed = c[f"{name}_auc1"] / d[f"{name}_auc1"]
+        gap, ep = c[f"{name}_acc"] - d[f"{name}_acc"], f"{name}_acc_ep{_EARLY_EPOCH}"
+        notes.append(
+            f"{name}: learns faster? epoch-1 loss COMET/dense = {speed:.3f}; generalises better? "
+            f"best-epoch test acc COMET - dense = {gap:+.4f} (epoch {_EARLY_EPOCH}: {c[ep] - d[ep]:+.4f}; "
+            f"best epochs COMET {c[f'{name}_best_epoch']:.1f}, dense {d[f'{name}_best_epoch']:.1f})"
+        )
     return RunResult(metrics=m, series=series, notes=notes)
 
 
@@ -566,75 +629,37 @@ CLAIM = Claim(
                 explain="Reported only: masks read from each FFN's trained input move in training.",
             )
         ),
-        diff(
-            "comet.digits_acc",
-            "dense.digits_acc",
-            ">=",
-            0.005,
-            name="g4_digits_acc",
-            paper="Figs. 3-5: COMET above dense at large width",
-            falsifier="ctrl_g4_resampled_digits_acc",
-            explain="After 5 epochs on digits at width 512, COMET's test accuracy is at least 0.5 points "
-            "above the same-width dense network's (mean of 5 paired backbones).",
-        ),
+        # -- G4a "learns faster": the first-epoch training-loss area ---------------------------
         ratio(
             "comet.digits_auc1",
             "dense.digits_auc1",
             "<=",
             0.97,
-            name="g4_digits_speed",
+            name="speed_digits",
             paper="Figs. 3-5: faster learning",
-            falsifier="ctrl_g4_resampled_digits_speed",
-            explain="COMET's mean training loss over the first epoch on digits is at most 97 % of the "
-            "dense network's: it learns faster per update.",
-        ),
-        diff(
-            "comet.clusters_acc",
-            "dense.clusters_acc",
-            ">=",
-            0.005,
-            name="g4_clusters_acc",
-            falsifier="ctrl_g4_resampled_clusters_acc",
-            explain="The same accuracy rule on the synthetic 40-cluster set.",
+            falsifier="ctrl_speed_resampled_digits",
+            explain="Learns faster: COMET's mean training loss over the first epoch on digits is at most "
+            "97 % of the same-width dense network's (same backbones, same batches).",
         ),
         ratio(
             "comet.clusters_auc1",
             "dense.clusters_auc1",
             "<=",
             0.97,
-            name="g4_clusters_speed",
-            falsifier="ctrl_g4_resampled_clusters_speed",
-            explain="The same first-epoch loss rule on the synthetic 40-cluster set.",
+            name="speed_clusters",
+            paper="Figs. 3-5: faster learning",
+            falsifier="ctrl_speed_resampled_clusters",
+            explain="Learns faster: the same first-epoch loss rule on the synthetic 40-cluster set.",
         ),
-        fails(
-            diff(
-                "bernoulli.digits_acc",
-                "dense.digits_acc",
-                ">=",
-                0.005,
-                name="ctrl_g4_bernoulli_digits",
-                explain="Fixed random masks per training example (off at test) do not beat dense on digits.",
-            )
-        ),
-        fails(
-            diff(
-                "bernoulli.clusters_acc",
-                "dense.clusters_acc",
-                ">=",
-                0.005,
-                name="ctrl_g4_bernoulli_clusters",
-                explain="Nor on the cluster set.",
-            )
-        ),
-        fails(
-            diff(
-                "resampled.digits_acc",
-                "dense.digits_acc",
-                ">=",
-                0.005,
-                name="ctrl_g4_resampled_digits_acc",
-                explain="COMET with its routing redrawn at every forward pass does not beat dense on digits.",
-            )
+        ratio(
+            "comet.digits_auc1",
+            "smaller.digits_auc1",
+            "<",
+            1.0,
+            name="speed_vs_smaller",
+            falsifier="ctrl_speed_resampled_vs_smaller",
+            explain="Learns faster: COMET's first-epoch loss on digits is below that of a dense network of "
+            "width p_k N, which has as many active units.",
         ),
         fails(
             ratio(
@@ -642,19 +667,9 @@ CLAIM = Claim(
                 "dense.digits_auc1",
                 "<=",
                 0.97,
-                name="ctrl_g4_resampled_digits_speed",
+                name="ctrl_speed_resampled_digits",
                 explain="With its routing redrawn at every pass, COMET does not learn faster than "
                 "dense in the first epoch on digits.",
-            )
-        ),
-        fails(
-            diff(
-                "resampled.clusters_acc",
-                "dense.clusters_acc",
-                ">=",
-                0.005,
-                name="ctrl_g4_resampled_clusters_acc",
-                explain="The redrawn-routing variant does not beat dense on the cluster set.",
             )
         ),
         fails(
@@ -663,29 +678,9 @@ CLAIM = Claim(
                 "dense.clusters_auc1",
                 "<=",
                 0.97,
-                name="ctrl_g4_resampled_clusters_speed",
-                explain="Nor does it learn faster than dense there.",
+                name="ctrl_speed_resampled_clusters",
+                explain="Nor on the cluster set.",
             )
-        ),
-        ratio(
-            "comet.digits_auc1",
-            "bernoulli.digits_auc1",
-            "<",
-            1.0,
-            name="g4_faster_than_bernoulli",
-            gating=False,
-            explain="Reported only: COMET's first-epoch loss on digits is below that of fixed random "
-            "per-example masks (which, seen once each in epoch 1, are input-independent masks).",
-        ),
-        ratio(
-            "comet.digits_auc1",
-            "smaller.digits_auc1",
-            "<",
-            1.0,
-            name="g4_faster_than_smaller",
-            falsifier="ctrl_g4_resampled_vs_smaller",
-            explain="COMET's first-epoch loss on digits is below that of a dense network of width "
-            "p_k N, which has as many active units.",
         ),
         fails(
             ratio(
@@ -693,19 +688,146 @@ CLAIM = Claim(
                 "smaller.digits_auc1",
                 "<",
                 1.0,
-                name="ctrl_g4_resampled_vs_smaller",
+                name="ctrl_speed_resampled_vs_smaller",
                 explain="The redrawn-routing variant does not learn faster than the smaller dense network.",
             )
+        ),
+        ratio(
+            "comet.digits_auc1",
+            "bernoulli.digits_auc1",
+            "<",
+            1.0,
+            name="speed_vs_bernoulli",
+            gating=False,
+            explain="Reported only: COMET's first-epoch loss on digits is below that of fixed random "
+            "per-example masks (which, seen once each in epoch 1, are input-independent masks).",
+        ),
+        # -- G4b "generalises better at large width": test accuracy at convergence -------------
+        diff(
+            "comet.digits_acc",
+            "dense.digits_acc",
+            ">=",
+            0.005,
+            name="general_digits",
+            paper="Figs. 3-5: COMET above dense at large width",
+            falsifier="ctrl_general_resampled_digits",
+            explain="Generalises better: at width 512 on digits, COMET's test accuracy at its best "
+            "validation epoch (of 20) is at least 0.5 points above the dense network's at its own best "
+            "epoch (mean over the paired backbones).",
+        ),
+        diff(
+            "comet.clusters_acc",
+            "dense.clusters_acc",
+            ">=",
+            0.005,
+            name="general_clusters",
+            paper="Figs. 3-5: COMET above dense at large width",
+            falsifier="ctrl_general_resampled_clusters",
+            explain="Generalises better: the same best-epoch accuracy rule on the synthetic 40-cluster set.",
+        ),
+        fails(
+            diff(
+                "resampled.digits_acc",
+                "dense.digits_acc",
+                ">=",
+                0.005,
+                name="ctrl_general_resampled_digits",
+                explain="COMET with its routing redrawn at every forward pass does not beat dense on "
+                "digits at its best epoch.",
+            )
+        ),
+        fails(
+            diff(
+                "resampled.clusters_acc",
+                "dense.clusters_acc",
+                ">=",
+                0.005,
+                name="ctrl_general_resampled_clusters",
+                explain="Nor on the cluster set.",
+            )
+        ),
+        fails(
+            diff(
+                "bernoulli.digits_acc",
+                "dense.digits_acc",
+                ">=",
+                0.005,
+                name="ctrl_general_bernoulli_digits",
+                explain="Fixed random masks per training example (off at test) do not beat dense on "
+                "digits at their best epoch.",
+            )
+        ),
+        fails(
+            diff(
+                "bernoulli.clusters_acc",
+                "dense.clusters_acc",
+                ">=",
+                0.005,
+                name="ctrl_general_bernoulli_clusters",
+                explain="Nor on the cluster set.",
+            )
+        ),
+        diff(
+            "comet.digits_acc_ep5",
+            "dense.digits_acc_ep5",
+            ">=",
+            0.005,
+            name="early_digits_ep5",
+            gating=False,
+            explain="Reported only: the same accuracy rule read at epoch 5, where the earlier check "
+            "gated (an early-stopping artefact: the gap closes by convergence).",
+        ),
+        diff(
+            "comet.clusters_acc_ep5",
+            "dense.clusters_acc_ep5",
+            ">=",
+            0.005,
+            name="early_clusters_ep5",
+            gating=False,
+            explain="Reported only: the epoch-5 rule on the cluster set.",
+        ),
+        diff(
+            "comet.digits_acc_last",
+            "dense.digits_acc_last",
+            ">=",
+            0.005,
+            name="last_digits",
+            gating=False,
+            explain="Reported only: the accuracy rule read at the last (20th) epoch on digits.",
+        ),
+        diff(
+            "comet.clusters_acc_last",
+            "dense.clusters_acc_last",
+            ">=",
+            0.005,
+            name="last_clusters",
+            gating=False,
+            explain="Reported only: the accuracy rule read at the last epoch on the cluster set.",
         ),
         value(
             "comet.digits_capacity_flip",
             ">",
             0.0,
-            name="g4_capacity_flip",
+            name="capacity_flip_digits",
             gating=False,
             paper="dense wins at small width",
-            explain="Reported only: COMET's accuracy edge over dense on digits is larger at width 512 than "
-            "at width 64.",
+            explain="Reported only: COMET's best-epoch accuracy edge over dense on digits is larger at "
+            "width 512 than at width 64.",
+        ),
+        *(
+            diff(
+                f"comet.{s}_acc",
+                f"{arm}.{s}_acc",
+                ">",
+                0.0,
+                name=f"vs_{arm}_{s}",
+                gating=False,
+                paper="Figs. 3-5: COMET above the sparse and MoE baselines",
+                explain=f"Reported only (one backbone a seed): COMET's best-epoch test accuracy on {s} is "
+                f"above the {label}'s.",
+            )
+            for s in ("digits", "clusters")
+            for arm, label in (("topk", "Top-k baseline"), ("moe", "top-1 MoE"), ("dropout", "dropout net"))
         ),
         ratio(
             "comet.step_gflops",
@@ -740,17 +862,22 @@ CLAIM = Claim(
     ),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=150.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=240.0),
     },
     run_fn=run,
-    headline="g4_digits_acc",
+    headline="general_digits",
+    figure="learning_digits",
     deviations=(
         "CPU scale: digits (1,797 x 64) and a 40-cluster synthetic set replace CIFAR-10/SARCOS; "
-        "3 hidden layers of width 512, Adam lr 1e-3, batch 32, 5 epochs (the code's default is SGD lr 1e-4 "
-        "for 100 epochs; the spec's 20 epochs were trimmed, before any 5-seed result, to fit 5 minutes).",
-        "G4 averages 5 paired backbone seeds inside each claim seed (3 claim seeds, so 15 backbones in "
-        "all); dropout, Top-k, MoE and layer-wise routing run one backbone a seed and are reported, not "
-        "gated.",
+        "3 hidden layers of width 512, Adam lr 1e-3, batch 32, 20 epochs (the code's default is SGD lr 1e-4 "
+        "for 100 epochs).",
+        "Accuracy is read at each run's best epoch on a validation split: 20 % of the training rows, "
+        "stratified, held out from training (digits 1,149 train / 288 validation / 360 test; clusters "
+        "800 / 200 / 2,000). The paper plots test curves; the test set picks nothing here.",
+        "G4 averages 3 paired backbone seeds inside each claim seed (3 claim seeds, so 9 backbones in "
+        "all); the spec's 5 were cut to 3 to fit 20 epochs in the budget, decided from timing alone "
+        "(backbones were cut, not epochs). Dropout, Top-k, MoE and layer-wise routing run one backbone "
+        "a seed and are reported, not gated.",
         "G1 pairs share a random fraction of their component means, so input similarity spans a range; "
         "200 pairs, 4 x 256 routers, p_k = 0.2, 5 routers (the paper: 500 pairs, 10 x 512, 10 nets).",
         "G2 runs 20 random nets on digits instead of 1,000 on CIFAR-10.",
@@ -758,7 +885,8 @@ CLAIM = Claim(
         "Step cost: matmul FLOPs from torch's FlopCounterMode and wall-clock, both reported only (the "
         "FLOP ratio follows from the architecture).",
         "Digits are standardised per pixel on the training split (the analogue of CIFAR normalisation).",
-        "Not run here: example-tied dropout and the L1 baseline; the SARCOS regression; transformer training "
-        "curves (GPT-2 is used only for the fixed-expert check).",
+        "Not run here: the width sweep (the paper's main figure), a harder image set, gated comparisons "
+        "with Top-k, MoE and dropout, example-tied dropout and the L1 baseline; the SARCOS regression; "
+        "transformer training curves (GPT-2 is used only for the fixed-expert check).",
     ),
 )

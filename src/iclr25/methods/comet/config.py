@@ -113,11 +113,20 @@ class ClaimConfig:
     )
     g4_narrow: int = param(64, doc="G4: narrow width for the capacity sign flip", source="deviation: spec")
     g4_epochs: int = param(
-        5,
-        doc="G4: epochs",
-        source="deviation: 100 in the paper, 20 in the spec; trimmed for the 5-minute CPU budget",
+        20,
+        doc="G4: epochs of every run; accuracy is read at each run's best validation epoch",
+        source="deviation: 100 in the paper; the spec's 20 (best validation epochs: COMET 3-13, dense 10-20)",
     )
-    g4_seeds: int = param(5, doc="G4: paired backbone seeds", source="deviation: 3 in the paper; spec: 5")
+    g4_val_frac: float = param(
+        0.2,
+        doc="G4: fraction of the training rows held out as the validation split that picks the best epoch",
+        source="deviation: the paper reports test curves; a validation split keeps the test set out of it",
+    )
+    g4_seeds: int = param(
+        3,
+        doc="G4: paired backbone seeds inside each claim seed",
+        source="deviation: 3 in the paper; cut from the spec's 5 to fit 20 epochs in the budget",
+    )
     g4_lr: float = param(1e-3, doc="G4: Adam learning rate", source="deviation: SGD 1e-4 in the code")
     g4_batch: int = param(32, doc="G4: batch size", source="paper: 32")
     g4_extra_seeds: int = param(
@@ -154,3 +163,5 @@ class ClaimConfig:
             raise ValueError(f"g2_p_range must lie in (0, 1], got {self.g2_p_range}")
         if self.g4_lr <= 0:
             raise ValueError(f"g4_lr must be > 0, got {self.g4_lr}")
+        if not 0.0 < self.g4_val_frac < 1.0:
+            raise ValueError(f"g4_val_frac must lie in (0, 1), got {self.g4_val_frac}")

@@ -403,7 +403,8 @@ def comet_ffn_(
 
     Raises:
         TypeError: an unsupported model.
-        ValueError: a bad option.
+        ValueError: a bad option, or a model that already carries COMET masks (a second call would
+            nest the wrappers; call ``remove()`` on the first handle before wrapping again).
 
     Example:
         >>> from iclr25.common.tiny_lm import build_tiny_lm
@@ -419,6 +420,12 @@ def comet_ffn_(
         raise ValueError(f"source must be 'embedding' or 'layer_input', got {source!r}")
     if embedding_mode not in ("frozen", "live"):
         raise ValueError(f"embedding_mode must be 'frozen' or 'live', got {embedding_mode!r}")
+    wrapped = [name for name, mod in model.named_modules() if isinstance(mod, COMETActivation)]
+    if wrapped:
+        raise ValueError(
+            f"comet_ffn_: the model already carries COMET masks (at {wrapped[0]!r} and "
+            f"{len(wrapped) - 1} more site(s)); call remove() on the existing handle before wrapping again"
+        )
     arch = _detect(
         model, include_token_mixing, need_frozen=source == "embedding" and embedding_mode == "frozen"
     )

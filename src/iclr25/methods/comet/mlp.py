@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -232,13 +232,16 @@ class TrainLog:
 
     Args:
         step_loss: training loss of every optimiser step (task loss, without auxiliary terms).
-        epoch_metric: evaluation metric after every epoch (accuracy, or MSE for regression).
+        epoch_metric: evaluation metric on ``(X_eval, y_eval)`` after every epoch (accuracy, or MSE
+            for regression).
         steps_per_epoch: optimiser steps per epoch.
+        eval_metrics: the same metric on each named set of ``eval_sets``, after every epoch.
     """
 
     step_loss: list[float] = field(default_factory=list)
     epoch_metric: list[float] = field(default_factory=list)
     steps_per_epoch: int = 0
+    eval_metrics: dict[str, list[float]] = field(default_factory=dict)
 
 
 def evaluate(model: nn.Module, X: Tensor, y: Tensor, task: Literal["classification", "regression"]) -> float:
@@ -267,6 +270,7 @@ def train_mlp(
     seed: int = 0,
     X_eval: Tensor | None = None,
     y_eval: Tensor | None = None,
+    eval_sets: Mapping[str, tuple[Tensor, Tensor]] | None = None,
 ) -> TrainLog:
     """Mini-batch training shared by COMET and every baseline (same order for the same seed).
 
@@ -287,6 +291,8 @@ def train_mlp(
         seed: seed of the batch order.
         X_eval: optional evaluation inputs, scored after every epoch.
         y_eval: their labels/targets.
+        eval_sets: further named ``(X, y)`` sets scored after every epoch (e.g. a validation split
+            for picking each run's best epoch, and a test split), logged in ``eval_metrics``.
 
     Returns:
         A :class:`TrainLog`.
@@ -299,6 +305,10 @@ def train_mlp(
     """
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"epochs, batch_size and lr must be positive, got {epochs}, {batch_size}, {lr}")
+    sets = dict(eval_sets or {})
+    for name, pair in sets.items():
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise TypeError(f"eval_sets[{name!r}] must be an (X, y) tuple, got {type(pair).__name__}")
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer == "adam":
         opt: torch.optim.Optimizer = torch.optim.Adam(params, lr=lr)
@@ -315,7 +325,7 @@ def train_mlp(
     )
     n = X.shape[0]
     gen = torch.Generator().manual_seed(int(seed))
-    log = TrainLog(steps_per_epoch=math.ceil(n / batch_size))
+    log = TrainLog(steps_per_epoch=math.ceil(n / batch_size), eval_metrics={k: [] for k in sets})
     model.train()
     with_index = getattr(model, "uses_example_index", False)
     for _ in range(epochs):
@@ -336,6 +346,8 @@ def train_mlp(
             log.step_loss.append(float(loss.detach()))
         if X_eval is not None and y_eval is not None:
             log.epoch_metric.append(evaluate(model, X_eval, y_eval, task))
+        for name, (Xs, ys) in sets.items():
+            log.eval_metrics[name].append(evaluate(model, Xs, ys, task))
     model.eval()
     return log
 
@@ -400,7 +412,7 @@ class _COMETEstimator:
     def _forward(self, X: Any) -> Tensor:
         from sklearn.utils.validation import check_is_fitted, validate_data
 
-        check_is_fitted(self, "model_")
+        check_is_fitted(self, "model_")  # NotFittedError before fit
         X = validate_data(self, X, reset=False, dtype=np.float32)
         with torch.no_grad():
             return self.model_(torch.as_tensor(X))
@@ -451,7 +463,8 @@ class COMETClassifier(ClassifierMixin, _COMETEstimator, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted class labels (n,)."""
-        return self.classes_[self._forward(X).argmax(-1).numpy()]
+        codes = self._forward(X).argmax(-1).numpy()  # checks fitted before classes_ is read
+        return self.classes_[codes]
 
 
 class COMETRegressor(RegressorMixin, _COMETEstimator, BaseEstimator):
@@ -476,6 +489,12 @@ class COMETRegressor(RegressorMixin, _COMETEstimator, BaseEstimator):
     """
 
     _task = "regression"
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn tags: the regressor takes y of shape (n,) or (n, t)."""
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
     def fit(self, X: Any, y: Any) -> COMETRegressor:
         """Fit on (X, y) with y of shape (n,) or (n, t); returns self."""
