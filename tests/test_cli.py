@@ -198,3 +198,10 @@ def test_progress_inside_claims_is_logged_without_a_terminal(fake_registry: dict
     assert "fake seed 0 done" in result.output
     result = _invoke("check", "fake", "--seeds", "2", "--jobs", "2", "--out", str(tmp_path / "par"))
     assert "fake seed 1: counting 3/3" in result.output, result.output
+
+
+def test_a_fresh_run_into_a_used_folder_runs_again(fake_registry: dict, tmp_path: Path) -> None:
+    _invoke("check", "fake", "--out", str(tmp_path))
+    result = _invoke("check", "fake", "--set", "effect=0.0", "--out", str(tmp_path))
+    assert "kept fake" not in result.output
+    assert json.loads((tmp_path / "fake.json").read_text())["verdict"] == "NOT_SUPPORTED"

@@ -225,6 +225,7 @@ def check(
 ) -> None:
     """Run claim checks and write a report; exit 0 only if every claim is SUPPORTED."""
     from iclr25._core.config import ConfigError
+    from iclr25._core.report import MANIFEST
 
     if seeds is not None and seeds < 1:
         raise _fail(f"--seeds must be at least 1, got {seeds}")
@@ -259,7 +260,9 @@ def check(
         _err.print(line, markup=False, highlight=False)
     out_dir = _prepare_out(resumed or out, budget)
     plan = {c.name: list(range(seed, seed + (seeds or c.budgets[budget].seeds))) for c in claims}
-    _run_and_report(claims, budget, plan, overrides, dev, jobs, out_dir)
+    if resumed is None:  # a fresh run into a used folder replaces what is there, never keeps it
+        (out_dir / MANIFEST).unlink(missing_ok=True)
+    _run_and_report(claims, budget, plan, overrides, dev, jobs, out_dir, resuming=resumed is not None)
 
 
 _COLOURS = {"SUPPORTED": "green", "NOT_SUPPORTED": "red", "INCONCLUSIVE": "yellow", "ERROR": "magenta"}
@@ -331,7 +334,7 @@ class _Display:
         )
 
 
-def _run_and_report(claims, budget, plan, overrides, device, jobs, out_dir) -> None:
+def _run_and_report(claims, budget, plan, overrides, device, jobs, out_dir, *, resuming: bool) -> None:
     from iclr25._core.report import (
         complete_records,
         render_report,
@@ -343,7 +346,7 @@ def _run_and_report(claims, budget, plan, overrides, device, jobs, out_dir) -> N
 
     write_env(out_dir)
     write_manifest(out_dir, budget=budget, plan=plan, overrides=overrides, device=device, complete=False)
-    done = complete_records(out_dir, plan)
+    done = complete_records(out_dir, plan) if resuming else {}
     verdicts: dict[str, str] = {name: record["verdict"] for name, record in done.items()}
     todo = [c for c in claims if c.name not in done]
     for name in done:
