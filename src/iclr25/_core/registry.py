@@ -98,7 +98,7 @@ REGISTRY: dict[str, Entry] = {
             claim="mixture-of-prototype rewards beat a homogeneous one; new users fit from few comparisons",
             extra="pal",
             smoke_s=5.0,
-            full_s=40.0,
+            full_s=85.0,
         ),
         Entry(
             name="comet",

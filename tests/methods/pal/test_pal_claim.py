@@ -65,4 +65,44 @@ def test_every_gate_names_a_falsifier_and_explains_itself() -> None:
         if c.gating and not c.control:
             assert names[c.falsifier].control, c.name
     report_only = {c.name for c in CLAIM.criteria if not c.gating}
-    assert report_only == {"txt_precheck", "txt_heterogeneous", "params_vs_large", "params_per_user"}
+    assert report_only == {
+        "txt_precheck",
+        "txt_heterogeneous",
+        "params_vs_large",
+        "params_per_user",
+        "txt_unseen_vs_per_user_lr",
+        "txt_unseen_vs_oracle",
+    }
+
+
+def test_unseen_ratio_is_gated_against_the_shared_model() -> None:
+    """The unseen-user ratio compares PAL-B with K = 1 (which cannot personalise); its falsifier
+    runs the same rule on new users left at uniform weights, and it is the headline."""
+    names = {c.name: c for c in CLAIM.criteria}
+    gate = names["txt_unseen_vs_homogeneous"]
+    assert gate.gating and not gate.control
+    assert names[gate.falsifier].control
+    assert CLAIM.headline == "txt_unseen_vs_homogeneous"
+    assert "txt_unseen_ratio" not in names
+
+
+def test_text_world_arms_share_one_training_setup() -> None:
+    """PAL-B, K = 1, the shuffled control and the unconstrained arm all train with the text-world
+    settings (batch 64, lrs 1e-3 / 5e-2, 4 epochs of 400 comparisons per seen user)."""
+    cfg = CLAIM.budgets["full"].config
+    assert (cfg.txt_train_per_user, cfg.txt_epochs, cfg.txt_batch_size) == (400, 4, 64)
+    assert (cfg.txt_lr_projector, cfg.txt_lr_user) == (1e-3, 5e-2)
+    with pytest.raises(ValueError, match="txt_lr_user"):
+        type(cfg)(txt_lr_user=0.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_group_oracle_scores_one_minus_noise(seed: int) -> None:
+    """The group oracle predicts each user's true group, so it is right unless the label flipped."""
+    from iclr25.methods.pal.claim import _group_oracle_acc
+
+    w = make_summary_length_world(n_seen=10, n_minority=3, test_per_user=200, noise=0.05, seed=seed)
+    assert _group_oracle_acc(w, w.seen_test) == pytest.approx(0.95, abs=0.03)
+    assert _group_oracle_acc(w, w.unseen_test) == pytest.approx(0.95, abs=0.03)
+    clean = make_summary_length_world(n_seen=4, n_minority=1, test_per_user=20, noise=0.0, seed=seed)
+    assert _group_oracle_acc(clean, clean.seen_test) == 1.0
