@@ -3,11 +3,13 @@
 import numpy as np
 import pytest
 import torch
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from iclr25.methods.ftct import (
     CausalGraph,
     FTCTConfig,
     FTCTTokenizer,
+    LeafStop,
     ModelConfig,
     TestItem,
     TrainConfig,
@@ -19,6 +21,7 @@ from iclr25.methods.ftct import (
     make_compositional_tests,
     make_training_corpus,
     parse_pairs,
+    query_leaf_id,
     save_checkpoint,
     score_output,
     train_model,
@@ -143,3 +146,90 @@ def test_checkpoint_round_trip_from_a_local_folder(trained, tmp_path):
 def test_training_lowers_the_loss(trained):
     losses = trained[3]
     assert len(losses) == 15 and sum(losses[-3:]) < sum(losses[:3])
+
+
+class _Loop(torch.nn.Module):
+    """A plain module that cycles through fixed steps past the leaf and never emits a newline."""
+
+    def __init__(self, tok: FTCTTokenizer, words: list) -> None:
+        super().__init__()
+        cyc = tok.encode(words)
+        n = len(cyc)
+        self.succ = {(cyc[i], cyc[(i + 1) % n]): cyc[(i + 2) % n] for i in range(n)}  # by the last two ids
+        self.vocab, self.pad = len(tok), tok.pad_id
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        del attention_mask
+        nxt = torch.tensor([self.succ.get((int(a), int(b)), self.pad) for a, b in input_ids[:, -2:].tolist()])
+        onehot = torch.nn.functional.one_hot(nxt, self.vocab).float()
+        return onehot[:, None, :].expand(-1, input_ids.shape[1], -1)
+
+
+def _truncate_at_leaf(tok, prompt, gen):
+    leaf = query_leaf_id(tok, prompt)
+    for i in range(2, len(gen)):
+        if gen[i - 2] == leaf and gen[i - 1] == tok.eq_id and tok.is_value(gen[i]):
+            return gen[: i + 1]
+    return gen
+
+
+def test_query_leaf_is_the_last_question():
+    demo = ["C", "=", "?:", "A", "=", 1, ",", "C", "=", 4, "<nl>"]
+    prompt = TOK.encode([*demo, "D", "=", "?:", "A", "=", 3, ","])
+    assert TOK.letter_of(query_leaf_id(TOK, prompt)) == "D"
+    with pytest.raises(ValueError, match="no query question"):
+        query_leaf_id(TOK, TOK.encode(["A", "=", 3, ","]))
+    kw = dict(max_new_tokens=3, pad_id=TOK.pad_id, stop_ids=(TOK.newline_id,))
+    with pytest.raises(TypeError, match="stop_at_leaf"):
+        greedy_generate(_Loop(TOK, ["A", "=", 3, ","]), [prompt], stop_at_leaf=True, **kw)
+
+
+def _looping_model(kind: str) -> torch.nn.Module:
+    steps = ["B", "=", 5, ",", "C", "=", 7, ",", "D", "=", 9, ",", "E", "=", 1, ",", "A", "=", 3, ","]
+    loop = _Loop(TOK, steps)
+    if kind == "plain":
+        return loop.eval()
+    # a Hugging Face model whose logits are the loop's: decoded by generate() with the stop criterion
+    model = build_model(ModelConfig(n_layer=1, n_head=1, d_model=8), TOK, seed=0)
+    model.generation_config.use_cache = False  # every step sees the whole sequence
+
+    def forward(input_ids=None, attention_mask=None, **kwargs):
+        return CausalLMOutputWithPast(logits=loop(input_ids, attention_mask))
+
+    model.forward = forward
+    return model
+
+
+@pytest.mark.parametrize("kind", ["plain", "hf"])
+def test_generation_stops_at_the_leaf_instead_of_looping(kind):
+    model = _looping_model(kind)
+    prompts = [
+        _item().prompt_ids,
+        tuple(TOK.encode(["C", "=", "?:", "A", "=", 3, ","])),
+        tuple(TOK.encode(["E", "=", "?:", "A~1", "A", "=", 3, ","])),  # longer: left-padded batch
+    ]
+    kw = dict(max_new_tokens=40, pad_id=TOK.pad_id, stop_ids=(TOK.newline_id, TOK.eos_id))
+    looping = greedy_generate(model, prompts, **kw)
+    assert [len(g) for g in looping] == [40, 40, 40]  # without the rule it runs to the budget
+    stopped = greedy_generate(model, prompts, stop_at_leaf=TOK, **kw)
+    assert TOK.decode(stopped[0]) == ["B", "=", "5", ",", "C", "=", "7", ",", "D", "=", "9"]
+    assert TOK.decode(stopped[1]) == ["B", "=", "5", ",", "C", "=", "7"]
+    assert TOK.decode(stopped[2]) == [*TOK.decode(stopped[0]), ",", "E", "=", "1"]
+    assert score_output(TOK, _item(), stopped[0])["whole"] == 1.0
+    assert stopped == [greedy_generate(model, [p], stop_at_leaf=TOK, **kw)[0] for p in prompts]
+
+
+def test_hf_generation_with_leaf_stop_is_the_plain_output_cut_at_the_leaf(trained):
+    model, tok, tests, _ = trained
+    prompts = [it.prompt_ids for it in tests]
+    kw = dict(max_new_tokens=30, pad_id=tok.pad_id, stop_ids=(tok.newline_id, tok.eos_id), batch_size=4)
+    plain = greedy_generate(model, prompts, **kw)
+    stopped = greedy_generate(model, prompts, stop_at_leaf=tok, **kw)
+    assert stopped == [_truncate_at_leaf(tok, p, g) for p, g in zip(prompts, plain, strict=True)]
+
+
+def test_leaf_stop_ignores_a_leaf_step_inside_the_prompt():
+    stop = LeafStop(TOK, [TOK.letter_id("D")], prompt_len=4)
+    ids = torch.tensor([TOK.encode(["A", "D", "=", 9])])
+    assert stop(ids, None).tolist() == [False]  # the value is part of the prompt
+    assert stop(torch.cat([ids, torch.tensor([[TOK.comma_id]])], 1), None).tolist() == [False]

@@ -153,3 +153,31 @@ def test_torchrun_demo_on_cpu() -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.count("outputs equal: True") == 2
+
+
+_TORCHRUN_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def test_init_from_env_outside_torchrun_says_how_to_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from iclr25.methods.netmoe.launch import init_from_env
+
+    for k in _TORCHRUN_VARS:
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(RuntimeError, match=r"WORLD_SIZE.*torchrun --nproc-per-node"):
+        init_from_env("gloo")
+
+
+def test_demo_outside_torchrun_exits_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from iclr25.methods.netmoe.demo import main
+
+    for k in _TORCHRUN_VARS:
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(SystemExit) as exc:
+        main(["--steps", "1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "torchrun --nproc-per-node 4 -m iclr25.methods.netmoe.demo" in err
+    assert "KeyError" not in err

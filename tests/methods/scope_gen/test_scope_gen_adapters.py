@@ -28,9 +28,10 @@ def test_hf_generate_adapter_end_to_end(tmp_path):
     q = gen.quality(task.prompts[0], ys)
     assert q.shape == (4,) and ((q >= 0) & (q <= 1)).all()
     oracle = task.oracle()
-    model_ = ScopeGen(alpha=0.4, m_max=3, random_state=0).calibrate(
-        task.prompts[:6], gen, oracle, text_similarity
-    )
+    with pytest.warns(UserWarning, match="at least n=30"):  # 6 prompts: the online path warns too
+        model_ = ScopeGen(alpha=0.4, m_max=3, random_state=0).calibrate(
+            task.prompts[:6], gen, oracle, text_similarity
+        )
     assert oracle.calls <= 6 * 3
     assert model_.predict(task.prompts[6], gen, text_similarity).trace[0][0] == "generation"
 

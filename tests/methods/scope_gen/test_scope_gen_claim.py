@@ -1,13 +1,14 @@
 """The claim check: smoke run, the falsifier of the abstention gate, the random-score control."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 
 from iclr25._core.claims import judge
 from iclr25.methods.scope_gen import QASimulator, ScopeGen, evaluate
-from iclr25.methods.scope_gen.claim import CLAIM, _random_scores, _tag, _variants
+from iclr25.methods.scope_gen.claim import CLAIM, _oracle_call_lines, _random_scores, _tag, _variants
 from iclr25.methods.scope_gen.config import ScopeGenCheckConfig
 
 
@@ -42,13 +43,32 @@ def test_abstention_gate_fails_when_every_set_abstains(alpha):
     out = {}
     for n_cal in (6, 300):  # 6 prompts: 2 per stage split, ceil(3 * (1 - α_1)) = 3 > 2
         cal = np.arange(n_cal)
-        model = ScopeGen(random_state=0, **kw).calibrate_arrays(
-            arr.qualities[cal], arr.similarities[cal], arr.oracle(cal)
-        )
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            model = ScopeGen(random_state=0, **kw).calibrate_arrays(
+                arr.qualities[cal], arr.similarities[cal], arr.oracle(cal)
+            )
+        too_small = [w for w in rec if "calibration set too small" in str(w.message)]
+        assert len(too_small) == (n_cal == 6)
         ev = evaluate(model, arr.qualities[test], arr.similarities[test], arr.labels[test])
         metrics = {"scope_gen": {f"abstention_{_tag(alpha)}": ev["abstention"]}}
         out[n_cal] = gate.holds(gate.statistic(metrics))
     assert out == {6: False, 300: True}
+
+
+def test_oracle_calls_figure_shows_clm_and_eager_when_they_coincide():
+    metrics = {
+        "scope_gen": {"unique_calls_a30": 3.0, "unique_calls_a40": 2.5},
+        "clm": {"unique_calls_a30": 20.0, "unique_calls_a40": 20.0},
+        "eager": {"unique_calls_a30": 20.0, "unique_calls_a40": 20.0},
+    }
+    lines = _oracle_call_lines(metrics, ["a30", "a40"])
+    assert len(lines) == 2 and lines["scope_gen"] == [3.0, 2.5]
+    (both,) = [k for k in lines if k != "scope_gen"]
+    assert "clm" in both and "eager" in both and "coincide" in both
+    assert lines[both] == [20.0, 20.0]
+    metrics["eager"]["unique_calls_a40"] = 19.0  # distinct lines stay separate
+    assert set(_oracle_call_lines(metrics, ["a30", "a40"])) == {"scope_gen", "clm", "eager"}
 
 
 def test_random_scores_are_valid_and_blind():

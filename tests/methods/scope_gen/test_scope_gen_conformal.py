@@ -12,6 +12,7 @@ from iclr25.methods.scope_gen import (
     diversity_scores,
     farthest_point_order,
     generation_scores,
+    min_calibration_size,
     quality_order,
     quality_scores,
 )
@@ -80,6 +81,14 @@ def test_quantile_drops_nan_keeps_inf():
     assert conformal_quantile([np.nan, 1.0, 2.0, 3.0, np.nan], 0.25) == _brute_higher([1.0, 2.0, 3.0], 0.25)
     assert conformal_quantile([1.0, np.inf, np.inf, np.inf], 0.5) == math.inf
     assert conformal_quantile([np.nan, np.nan], 0.3) == math.inf
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.3, 0.2, 0.1, 0.05, 0.01, 0.00201])
+def test_min_calibration_size_is_where_the_quantile_becomes_finite(alpha):
+    n = min_calibration_size(alpha)
+    assert math.isfinite(conformal_quantile(np.arange(n, dtype=float), alpha))
+    if n > 1:
+        assert conformal_quantile(np.arange(n - 1, dtype=float), alpha) == math.inf
 
 
 def test_quantile_too_small_calibration_set_is_infinite():

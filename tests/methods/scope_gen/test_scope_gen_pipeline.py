@@ -1,6 +1,7 @@
 """Stages, the lazy oracle, the Markov property, coverage and errors of SCOPE-Gen."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from iclr25.methods.scope_gen import (
     first_admissible,
     generation_stage,
 )
+from iclr25.methods.scope_gen.conformal import allocate_alphas, disjoint_splits, min_calibration_size
 
 
 def test_generation_stage_cases():
@@ -151,13 +153,47 @@ def test_seeded_determinism():
 
 def test_too_small_calibration_set_abstains():
     arr = _task(20)
-    m = ScopeGen(alpha=0.3, random_state=0).calibrate_arrays(
-        arr.qualities[:6], arr.similarities[:6], arr.oracle(np.arange(6))
-    )
+    with pytest.warns(UserWarning, match="calibration set too small"):
+        m = ScopeGen(alpha=0.3, random_state=0).calibrate_arrays(
+            arr.qualities[:6], arr.similarities[:6], arr.oracle(np.arange(6))
+        )
     assert m.thresholds_[0] == math.inf  # 2 instances per split: ceil(3 * 0.807) = 3 > 2
     sets = m.predict_arrays(arr.qualities[6:], arr.similarities[6:])
     assert all(p.abstained and len(p) == 0 for p in sets)
     assert evaluate(m, arr.qualities[6:], arr.similarities[6:], arr.labels[6:])["abstention"] == 1.0
+
+
+def test_small_calibration_set_for_alpha_warns_with_minimum_n():
+    arr = _task(1600)
+    model = ScopeGen(alpha=0.01, random_state=0)
+    assert model.min_calibration_n() == 1491  # α_s = (0.00601, 0.00201, 0.00201) need (166, 497, 497)
+    with pytest.warns(UserWarning, match=r"too small for alpha=0\.01.*at least n=1491") as rec:
+        model.calibrate_arrays(arr.qualities[:20], arr.similarities[:20], arr.oracle(np.arange(20)))
+    assert len(rec) == 1
+    assert model.thresholds_ == [math.inf] * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = ScopeGen(alpha=0.01, random_state=0).calibrate_arrays(
+            arr.qualities[:1491], arr.similarities[:1491], arr.oracle(np.arange(1491))
+        )
+    assert all(r["n_split"] >= 166 for r in big.stage_report_)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.1, 0.3, 0.4])
+@pytest.mark.parametrize("split", ["equal", "shared"])
+def test_min_calibration_n_is_the_boundary(alpha, split):
+    """At the minimum n every stage has enough scores for a finite λ; one instance fewer does not."""
+    model = ScopeGen(alpha=alpha, split=split)
+    needs = [min_calibration_size(a) for a in allocate_alphas(alpha)]
+
+    def sizes(n):
+        if split == "shared":
+            return [n] * 3
+        return [p.size for p in disjoint_splits(n, 3, np.random.default_rng(0))]
+
+    n = model.min_calibration_n()
+    assert all(s >= d for s, d in zip(sizes(n), needs, strict=True))
+    assert any(s < d for s, d in zip(sizes(n - 1), needs, strict=True))
 
 
 def test_online_matches_protocol():

@@ -21,9 +21,11 @@ from iclr25.methods.ftct.data import (
     pack_traces,
 )
 from iclr25.methods.ftct.evaluate import (
+    LeafStop,
     evaluate,
     greedy_generate,
     parse_pairs,
+    query_leaf_id,
     score_output,
     teacher_forced_correct,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "Corpus",
     "FTCTConfig",
     "FTCTTokenizer",
+    "LeafStop",
     "ModelConfig",
     "TestItem",
     "Trace",
@@ -69,6 +72,7 @@ __all__ = [
     "parent_attention",
     "parse_pairs",
     "probe_parent_value",
+    "query_leaf_id",
     "save_checkpoint",
     "score_output",
     "teacher_forced_correct",

@@ -14,11 +14,20 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from iclr25.methods.ftct.data import TestItem
 from iclr25.methods.ftct.vocab import FTCTTokenizer
 
-__all__ = ["evaluate", "greedy_generate", "parse_pairs", "score_output", "teacher_forced_correct"]
+__all__ = [
+    "LeafStop",
+    "evaluate",
+    "greedy_generate",
+    "parse_pairs",
+    "query_leaf_id",
+    "score_output",
+    "teacher_forced_correct",
+]
 
 
 def parse_pairs(tok: FTCTTokenizer, ids: Sequence[int]) -> list[tuple[str, int]]:
@@ -103,6 +112,79 @@ def score_output(tok: FTCTTokenizer, item: TestItem, generated: Sequence[int]) -
     return out
 
 
+def query_leaf_id(tok: FTCTTokenizer, prompt_ids: Sequence[int]) -> int:
+    """The letter id of the vertex a prompt's query asks for: ``v`` in its last ``v = ?:``.
+
+    A trace ends at its leaf step ``v = x`` (then a newline); this is the vertex at which
+    generation of the query's chain stops.
+
+    Args:
+        tok: the vocabulary.
+        prompt_ids: a test prompt (demonstrations, then the query's head).
+
+    Returns:
+        The token id of the queried letter.
+
+    Raises:
+        ValueError: the prompt holds no question ``letter = ?:``.
+
+    Example:
+        >>> tok = FTCTTokenizer(n_letters=4, modulus=10, context_div=1)
+        >>> tok.letter_of(query_leaf_id(tok, tok.encode(["D", "=", "?:", "A", "=", 3, ","])))
+        'D'
+    """
+    ids = [int(i) for i in prompt_ids]
+    for i in range(len(ids) - 1, 1, -1):
+        if ids[i] == tok.question_id and ids[i - 1] == tok.eq_id and tok.is_letter(ids[i - 2]):
+            return ids[i - 2]
+    raise ValueError("prompt has no query question 'letter = ?:'; cannot tell at which leaf to stop")
+
+
+class LeafStop(StoppingCriteria):
+    """Stop each row right after it generates the step ``leaf = value`` of its queried leaf.
+
+    A Hugging Face stopping criterion (per row); :func:`greedy_generate` applies the same rule
+    to plain modules. Without it an undertrained model can keep emitting steps past the leaf
+    until the token budget runs out.
+
+    Args:
+        tok: the vocabulary.
+        leaf_ids: per row, the letter id of its queried leaf (:func:`query_leaf_id`).
+        prompt_len: length of the (left-padded) prompt batch; only generated values count.
+
+    Shape:
+        leaf_ids: (B,).
+
+    Example:
+        >>> tok = FTCTTokenizer(n_letters=4, modulus=10, context_div=1)
+        >>> stop = LeafStop(tok, [tok.letter_id("D")], prompt_len=1)
+        >>> stop(torch.tensor([tok.encode(["A", "D", "=", 4])]), None).tolist()
+        [True]
+    """
+
+    def __init__(self, tok: FTCTTokenizer, leaf_ids: Sequence[int], prompt_len: int) -> None:
+        self.leaf = torch.as_tensor([int(i) for i in leaf_ids], dtype=torch.long)
+        self.eq_id = tok.eq_id
+        self.values = torch.tensor(sorted(tok.value_id(v) for v in range(tok.modulus)), dtype=torch.long)
+        self.prompt_len = int(prompt_len)
+
+    def __call__(
+        self, input_ids: torch.Tensor, scores: torch.Tensor | None, **kwargs: object
+    ) -> torch.Tensor:
+        """Per row, whether the last three ids are ``leaf = value`` with the value generated."""
+        del scores, kwargs
+        b = input_ids.shape[0]
+        if input_ids.shape[1] < 3 or input_ids.shape[1] <= self.prompt_len:
+            return torch.zeros(b, dtype=torch.bool, device=input_ids.device)
+        last = input_ids[:, -3:]
+        leaf = self.leaf.to(input_ids.device)
+        return (
+            (last[:, 0] == leaf)
+            & (last[:, 1] == self.eq_id)
+            & torch.isin(last[:, 2], self.values.to(input_ids.device))
+        )
+
+
 def _logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     out = model(input_ids=input_ids, attention_mask=attention_mask)
     return out if isinstance(out, torch.Tensor) else out.logits
@@ -118,12 +200,14 @@ def greedy_generate(
     stop_ids: Sequence[int],
     batch_size: int = 100,
     device: str | torch.device = "cpu",
+    stop_at_leaf: FTCTTokenizer | None = None,
 ) -> list[list[int]]:
     """Greedy decoding of left-padded batches (Trap 9).
 
     Hugging Face models use ``generate(do_sample=False)`` with the attention mask (positions
     follow the mask); any other module mapping ``(input_ids, attention_mask)`` to logits is
-    decoded by a plain greedy loop.
+    decoded by a plain greedy loop. With ``stop_at_leaf`` a row also stops right after the step
+    ``leaf = value`` of the vertex its query asks for (:class:`LeafStop`), the end of a trace.
 
     Args:
         model: the language model (in eval mode).
@@ -133,9 +217,15 @@ def greedy_generate(
         stop_ids: ids that end a sequence.
         batch_size: prompts per batch.
         device: where the model lives.
+        stop_at_leaf: the vocabulary to read each prompt's queried leaf with
+            (:func:`query_leaf_id`); ``None`` stops only at ``stop_ids`` or the budget.
 
     Returns:
-        The new ids of each prompt (stop token included, padding removed).
+        The new ids of each prompt (stop token or leaf step included, padding removed).
+
+    Raises:
+        TypeError: ``stop_at_leaf`` is not a vocabulary.
+        ValueError: ``stop_at_leaf`` is given and a prompt has no query question.
 
     Shape:
         Each batch is ``(B, max prompt length)``, padded on the left.
@@ -145,6 +235,9 @@ def greedy_generate(
     """
     outs: list[list[int]] = []
     stops = set(int(s) for s in stop_ids)
+    if stop_at_leaf is not None and not isinstance(stop_at_leaf, FTCTTokenizer):
+        raise TypeError(f"stop_at_leaf must be an FTCTTokenizer or None, got {type(stop_at_leaf).__name__}")
+    leaves = None if stop_at_leaf is None else [query_leaf_id(stop_at_leaf, p) for p in prompts]
     for b in range(0, len(prompts), batch_size):
         chunk = prompts[b : b + batch_size]
         width = max(len(p) for p in chunk)
@@ -154,6 +247,9 @@ def greedy_generate(
             ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
             mask[i, width - len(p) :] = 1
         ids, mask = ids.to(device), mask.to(device)
+        leaf_stop = None
+        if leaves is not None and stop_at_leaf is not None:
+            leaf_stop = LeafStop(stop_at_leaf, leaves[b : b + batch_size], prompt_len=width)
         if hasattr(model, "generate") and hasattr(model, "generation_config"):
             gen = model.generate(
                 input_ids=ids,
@@ -162,6 +258,7 @@ def greedy_generate(
                 do_sample=False,
                 eos_token_id=list(stops),
                 pad_token_id=pad_id,
+                stopping_criteria=StoppingCriteriaList([leaf_stop] if leaf_stop is not None else []),
             )[:, width:]
         else:
             gen = torch.empty((len(chunk), 0), dtype=torch.long, device=ids.device)
@@ -173,9 +270,11 @@ def greedy_generate(
                 ids = torch.cat([ids, nxt[:, None]], dim=1)
                 mask = torch.cat([mask, (~done).long()[:, None]], dim=1)
                 done |= torch.isin(nxt, torch.tensor(sorted(stops), device=ids.device))
+                if leaf_stop is not None:
+                    done |= leaf_stop(ids, None)
                 if bool(done.all()):
                     break
-        for row in gen.tolist():
+        for row in gen.tolist():  # rows stopped at their leaf are padded after it
             seq = []
             for t in row:
                 if t == pad_id and t not in stops:

@@ -31,8 +31,14 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, join the ``torchrun`` job, run the steps; returns the exit code."""
-    ap = argparse.ArgumentParser(description="NetMoE expert-parallel layer demo (run under torchrun)")
+    """Parse arguments, join the ``torchrun`` job, run the steps; returns the exit code.
+
+    Outside ``torchrun`` it exits with status 2 and one line on stderr saying how to launch it.
+    """
+    ap = argparse.ArgumentParser(
+        prog="python -m iclr25.methods.netmoe.demo",
+        description="NetMoE expert-parallel layer demo (run under torchrun)",
+    )
     ap.add_argument("--gpus-per-node", type=int, default=None, help="devices per (emulated) node")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--samples-per-rank", type=int, default=4)
@@ -41,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--experts-per-rank", type=int, default=2)
     ap.add_argument("--backend", default=None, help="gloo or nccl (default: nccl if CUDA is available)")
     args = ap.parse_args(argv)
-    topo = init_from_env(args.backend, timeout_s=120.0, gpus_per_node=args.gpus_per_node)
+    try:
+        topo = init_from_env(args.backend, timeout_s=120.0, gpus_per_node=args.gpus_per_node)
+    except RuntimeError as err:
+        ap.exit(2, f"{ap.prog}: error: {err}\n")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device(f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu")
     topo = type(topo)(topo.nodes, topo.gpus_per_node, bytes_per_token=args.d_model * 4)

@@ -26,7 +26,10 @@ from typing import Any
 
 from .cost import Topology
 
-__all__ = ["build_groups", "free_port", "init_from_env", "measure_bandwidth", "run"]
+__all__ = ["TORCHRUN_HINT", "build_groups", "free_port", "init_from_env", "measure_bandwidth", "run"]
+
+#: How to launch the demo on one CPU machine (4 processes emulate 2 nodes x 2 devices).
+TORCHRUN_HINT = "torchrun --nproc-per-node 4 -m iclr25.methods.netmoe.demo --gpus-per-node 2"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -174,11 +177,18 @@ def init_from_env(
         The :class:`Topology`.
 
     Raises:
+        RuntimeError: the process was not started by ``torchrun`` (``WORLD_SIZE``, ``RANK``,
+            ``MASTER_ADDR`` or ``MASTER_PORT`` is unset).
         ValueError: the world size is not a multiple of ``gpus_per_node``.
     """
     import torch
     import torch.distributed as dist
 
+    missing = [k for k in ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f"not inside a torchrun job ({', '.join(missing)} unset); launch with: {TORCHRUN_HINT}"
+        )
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     world = int(os.environ["WORLD_SIZE"])

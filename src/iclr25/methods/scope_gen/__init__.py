@@ -24,7 +24,12 @@ from iclr25.methods.scope_gen.clm import (
     pareto_front,
 )
 from iclr25.methods.scope_gen.config import ScopeGenCheckConfig
-from iclr25.methods.scope_gen.conformal import allocate_alphas, conformal_quantile, disjoint_splits
+from iclr25.methods.scope_gen.conformal import (
+    allocate_alphas,
+    conformal_quantile,
+    disjoint_splits,
+    min_calibration_size,
+)
 from iclr25.methods.scope_gen.oracle import (
     AdmissibilityOracle,
     ArrayOracle,
@@ -75,6 +80,7 @@ __all__ = [
     "generation_scores",
     "generation_stage",
     "load_arrays",
+    "min_calibration_size",
     "molecule_task",
     "pareto_front",
     "quality_order",

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["allocate_alphas", "check_alpha", "conformal_quantile", "disjoint_splits"]
+__all__ = [
+    "allocate_alphas",
+    "check_alpha",
+    "conformal_quantile",
+    "disjoint_splits",
+    "min_calibration_size",
+]
 
 
 def check_alpha(alpha: float, name: str = "alpha") -> float:
@@ -69,6 +75,30 @@ def conformal_quantile(scores: np.ndarray | Sequence[float], alpha: float) -> fl
     if rank > n:
         return math.inf
     return float(np.quantile(s, rank / n, method="higher"))
+
+
+def min_calibration_size(alpha: float) -> int:
+    """The fewest calibration scores that give a finite split-conformal threshold at level α.
+
+    The threshold is finite iff ``ceil((n+1)(1-α)) <= n``, i.e. ``n >= (1-α)/α``; with fewer
+    scores :func:`conformal_quantile` returns ``+inf``.
+
+    Args:
+        alpha: miscoverage α in (0, 1).
+
+    Returns:
+        The smallest ``n >= 1`` with ``ceil((n+1)(1-α)) <= n``.
+
+    Example:
+        >>> min_calibration_size(0.1), min_calibration_size(0.2), min_calibration_size(0.01)
+        (9, 4, 99)
+    """
+    alpha = check_alpha(alpha)
+    n = max(1, math.floor((1.0 - alpha) / alpha) - 1)
+    # step up to the exact boundary with the same rounding rule as conformal_quantile
+    while math.ceil((n + 1) * (1.0 - alpha) - 1e-9) > n:
+        n += 1
+    return n
 
 
 def allocate_alphas(alpha: float, parts: Sequence[int] = (3, 1, 1), chunks: int = 5) -> tuple[float, ...]:

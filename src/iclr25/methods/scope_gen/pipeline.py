@@ -17,6 +17,7 @@ ICLR 2025; arXiv 2410.01660):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from iclr25.methods.scope_gen.conformal import (
     check_alpha,
     conformal_quantile,
     disjoint_splits,
+    min_calibration_size,
 )
 from iclr25.methods.scope_gen.oracle import AdmissibilityOracle, ArrayOracle, Generator, Similarity
 from iclr25.methods.scope_gen.scores import GenerationScore, generation_scores
@@ -278,12 +280,9 @@ class ScopeGen:
     def _fit(self, q: np.ndarray, s: np.ndarray, label: LabelFn, rng: np.random.Generator) -> None:
         n, m = q.shape
         k = len(self.stages)
-        self.alphas_ = (
-            allocate_alphas(self.alpha, self.alpha_parts, self.alpha_chunks)
-            if self.allocate
-            else (self.alpha,) * k
-        )
+        self.alphas_ = self._stage_alphas()
         splits = disjoint_splits(n, k, rng) if self.split == "equal" else [np.arange(n)] * k
+        self._warn_if_too_small(n, [r.size for r in splits])
         counter = _CountingLabel(label)
         if not self.lazy:  # eager: every sample of every calibration instance is labelled first
             counter(np.repeat(np.arange(n), m), np.tile(np.arange(m), n))
@@ -329,6 +328,48 @@ class ScopeGen:
                 }
             )
         self.oracle_calls_ = counter.calls
+
+    def _stage_alphas(self) -> tuple[float, ...]:
+        if self.allocate:
+            return allocate_alphas(self.alpha, self.alpha_parts, self.alpha_chunks)
+        return (self.alpha,) * len(self.stages)
+
+    def min_calibration_n(self) -> int:
+        """The fewest calibration instances for which every stage's threshold can be finite.
+
+        Stage ``s`` with ``n_s`` instances has a finite λ_s only if ``ceil((n_s+1)(1-α_s)) <= n_s``
+        (:func:`~iclr25.methods.scope_gen.conformal.min_calibration_size`). With ``split="equal"``
+        the ``n`` instances are cut into one part per stage (the first ``n mod K`` parts one
+        larger); with ``split="shared"`` every stage sees all ``n``. Filter stages can still lose
+        instances whose set holds no admissible sample, so this is necessary, not sufficient.
+
+        Returns:
+            The smallest total ``n`` meeting every stage's condition.
+        """
+        need = [min_calibration_size(a) for a in self._stage_alphas()]
+        if self.split == "shared":
+            return max(need)
+        k = len(need)
+        n = max(k, k * (max(need) - 1))  # below this every part is smaller than max(need)
+        while any(n // k + (s < n % k) < need[s] for s in range(k)):
+            n += 1
+        return n
+
+    def _warn_if_too_small(self, n: int, split_sizes: Sequence[int]) -> None:
+        short = [
+            f"{stage} gets {size} instances, needs {min_calibration_size(a)} (α_s={a:.3g})"
+            for stage, size, a in zip(self.stages, split_sizes, self.alphas_, strict=True)
+            if size < min_calibration_size(a)
+        ]
+        if short:
+            warnings.warn(
+                f"calibration set too small for alpha={self.alpha:g}: n={n} gives +inf thresholds "
+                f"(abstention for generation, pass-through for filters) since "
+                f"ceil((n_s+1)(1-α_s)) > n_s in stages: {'; '.join(short)}; "
+                f"use at least n={self.min_calibration_n()} calibration instances or a larger alpha",
+                UserWarning,
+                stacklevel=4,
+            )
 
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self) -> None:
