@@ -98,7 +98,8 @@ def test_report_section_opens_with_figure_and_shows_falsifiers_and_diagnosis(tmp
     run = _finished_run()
     write_claim_json(tmp_path, run)
     record = json.loads((tmp_path / "fake.json").read_text())
-    record["verdict"], record["diagnosis"] = "NOT_SUPPORTED", "The toy effect is too small.\n\n- one\n  wrapped\n- two\n\n- three"
+    record["verdict"] = "NOT_SUPPORTED"
+    record["diagnosis"] = "The toy effect is too small.\n\n- one\n  wrapped\n- two\n\n- three"
     (tmp_path / "fake.json").write_text(json.dumps(record))
     md = render_report(tmp_path)[0].read_text()
     section = md.split("## fake", 1)[1]
