@@ -181,3 +181,22 @@ def test_demo_outside_torchrun_exits_with_one_line(
     assert err.count("\n") == 1, err
     assert "torchrun --nproc-per-node 4 -m iclr25.methods.netmoe.demo" in err
     assert "KeyError" not in err
+
+
+def test_a_failed_join_is_retried_on_a_new_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    from iclr25.methods.netmoe import launch
+
+    calls: list[int] = []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) < 3:
+            raise launch._JoinError("distributed run failed\nrank 1: ... in init_process_group ...")
+        return ["ok", "ok"]
+
+    monkeypatch.setattr(launch, "_run_once", flaky)
+    assert launch.run(equivalence_worker, 2, join_retries=2) == ["ok", "ok"] and len(calls) == 3
+    calls.clear()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        launch.run(equivalence_worker, 2, join_retries=1)
+    assert len(calls) == 2

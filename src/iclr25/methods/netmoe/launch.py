@@ -86,11 +86,15 @@ def run(
     collective_timeout_s: float = 60.0,
     threads: int = 1,
     start_method: str = "forkserver",
+    join_retries: int = 2,
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes and return their results.
 
     Each process joins a process group on a free loopback port (``tcp://127.0.0.1``) with a
     collective timeout, so a rank that waits on a peer that never comes raises instead of hanging.
+    A port found free can be taken by another program before the ranks bind it, and on a busy
+    machine gloo's mesh set-up can drop a connection; when a rank fails while *joining* the group
+    (before ``fn`` ran), the run starts again on a new port, up to ``join_retries`` times.
 
     Args:
         fn: a picklable module-level function; its return value must be picklable.
@@ -101,6 +105,7 @@ def run(
         collective_timeout_s: timeout of every collective.
         threads: torch intra-op threads per process.
         start_method: multiprocessing start method (``"forkserver"`` imports torch once).
+        join_retries: new attempts after a failure to form the process group.
 
     Returns:
         ``[fn(0, ...), fn(1, ...), ...]``.
@@ -116,6 +121,29 @@ def run(
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
         ctx.set_forkserver_preload(["torch", "torch.distributed", "iclr25.methods.netmoe"])
+    for attempt in range(join_retries + 1):
+        try:
+            return _run_once(ctx, fn, world_size, args, backend, timeout_s, collective_timeout_s, threads)
+        except _JoinError:
+            if attempt == join_retries:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _JoinError(RuntimeError):
+    """A rank failed inside ``init_process_group``: the group never formed and ``fn`` never ran."""
+
+
+def _run_once(
+    ctx: Any,
+    fn: Callable[..., Any],
+    world_size: int,
+    args: tuple[Any, ...],
+    backend: str,
+    timeout_s: float,
+    collective_timeout_s: float,
+    threads: int,
+) -> list[Any]:
     port = free_port()
     out = ctx.Queue()
     procs = [
@@ -156,7 +184,8 @@ def run(
                 p.terminate()
                 p.join(timeout=5.0)
     if errors:
-        raise RuntimeError("distributed run failed\n" + "\n".join(errors))
+        joining = all("in init_process_group" in e for e in errors)
+        raise (_JoinError if joining else RuntimeError)("distributed run failed\n" + "\n".join(errors))
     return [results[r] for r in range(world_size)]
 
 
