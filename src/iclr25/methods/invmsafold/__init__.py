@@ -9,6 +9,7 @@ from .config import ClaimConfig, DecoderConfig, LatticeConfig, SampleConfig, Tra
 from .data import (
     LATTICE_ALPHABET,
     PROTEIN_ALPHABET,
+    UNKNOWN_RESIDUES,
     decode,
     encode,
     pad_batch,
@@ -18,7 +19,7 @@ from .data import (
     write_fasta,
 )
 from .decoder import InvMSAFold
-from .encoders import LatticeEncoder, PrecomputedEmbeddings, StructureEncoder
+from .encoders import ESMIF1Encoder, LatticeEncoder, PrecomputedEmbeddings, StructureEncoder
 from .lattice import (
     MJ_ORDER,
     MJ_TABLE,
@@ -61,9 +62,11 @@ __all__ = [
     "MJ_ORDER",
     "MJ_TABLE",
     "PROTEIN_ALPHABET",
+    "UNKNOWN_RESIDUES",
     "ARPotts",
     "ClaimConfig",
     "DecoderConfig",
+    "ESMIF1Encoder",
     "InvMSAFold",
     "LatticeConfig",
     "LatticeEncoder",

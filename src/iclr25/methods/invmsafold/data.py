@@ -3,13 +3,16 @@
 *Fast Uncovering of Protein Sequence Diversity from Structure*, Luca Alessandro Silva, Barthelemy
 Meynard-Piganeau, Carlo Lucibello, Christoph Feinauer, ICLR 2025, arXiv:2406.11975. Sec. 3 (data):
 MSA rows are drawn uniformly with replacement, without reweighting, fresh at every step; the gap is
-a real Potts state (q = 21) for proteins. The lattice world uses the 20 amino acids (q = 20).
+a real Potts state (q = 21) for proteins, and unknown residues (B, J, O, U, X, Z) are read as gaps,
+as in the official code. The lattice world uses the 20 amino acids (q = 20).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -18,6 +21,7 @@ from torch import Tensor
 __all__ = [
     "LATTICE_ALPHABET",
     "PROTEIN_ALPHABET",
+    "UNKNOWN_RESIDUES",
     "decode",
     "encode",
     "pad_batch",
@@ -27,17 +31,27 @@ __all__ = [
     "write_fasta",
 ]
 
-#: Protein alphabet with the gap first (q = 21), the paper's convention for MSAs.
+#: Protein alphabet with the gap first (q = 21), the paper's convention for MSAs. The official code
+#: orders the same states ``ACDEFGHIKLMNPQRSTVWY-`` (gap last): permute the states to load its weights.
 PROTEIN_ALPHABET = "-ACDEFGHIKLMNPQRSTVWY"
 #: The 20 amino acids (q = 20), used by the lattice world (no gaps occur there).
 LATTICE_ALPHABET = "ACDEFGHIKLMNPQRSTVWY"
+#: IUPAC codes for ambiguous or non-standard residues (Asx, Xle, pyrrolysine, selenocysteine, any,
+#: Glx); :func:`encode` maps them to the gap, as the official code maps every unknown letter.
+UNKNOWN_RESIDUES = "BJOUXZ"
 
 
 def encode(seqs: Iterable[str], alphabet: str, *, length: int | None = None) -> Tensor:
     """Map equal-length strings to integer tokens.
 
+    Unknown residues, the IUPAC codes :data:`UNKNOWN_RESIDUES` (B, J, O, U, X, Z), become the gap
+    when the alphabet has one ('-'), as the official code does: its MSA reader maps every letter
+    outside ``ACDEFGHIKLMNPQRSTVWY-`` to the gap (``util/ioutils.py``, ``read_fasta``). Anything
+    else outside the alphabet (digits, punctuation, '.', lower-case a3m insertions, or an unknown
+    residue when the alphabet has no gap) raises.
+
     Args:
-        seqs: sequences (upper case letters of ``alphabet``).
+        seqs: sequences (upper case letters of ``alphabet``, or unknown residues).
         alphabet: the state letters; token ``a`` is ``alphabet[a]``.
         length: if given, every sequence must have this length (e.g. the structure's L).
 
@@ -45,13 +59,19 @@ def encode(seqs: Iterable[str], alphabet: str, *, length: int | None = None) -> 
         ``[N, L]`` long tensor.
 
     Raises:
-        ValueError: a letter outside the alphabet, unequal lengths, or a length mismatch.
+        ValueError: a character that is neither in the alphabet nor an unknown residue that maps to
+            the gap (the message names the character, its row and position), unequal lengths, or a
+            length mismatch.
 
     Example:
         >>> encode(["AC", "CA"], "ACD").tolist()
         [[0, 1], [1, 0]]
+        >>> encode(["AXC"], PROTEIN_ALPHABET).tolist()  # X -> gap (token 0)
+        [[1, 0, 2]]
     """
     lookup = {c: i for i, c in enumerate(alphabet)}
+    if "-" in lookup:
+        lookup.update({c: lookup["-"] for c in UNKNOWN_RESIDUES if c not in lookup})
     rows = list(seqs)
     if not rows:
         raise ValueError("no sequences to encode")
@@ -63,10 +83,18 @@ def encode(seqs: Iterable[str], alphabet: str, *, length: int | None = None) -> 
         try:
             out[n] = [lookup[c] for c in s]
         except KeyError as err:
-            raise ValueError(
-                f"sequence {n} has letter {err.args[0]!r} outside the alphabet {alphabet!r}"
-            ) from None
+            raise ValueError(_bad_letter(err.args[0], n, s, alphabet)) from None
     return torch.from_numpy(out)
+
+
+def _bad_letter(c: str, row: int, seq: str, alphabet: str) -> str:
+    """The error message for a character ``encode`` cannot map."""
+    where = f"row {row}, position {seq.index(c)}: character {c!r} is outside the alphabet {alphabet!r}"
+    if c in UNKNOWN_RESIDUES:
+        return f"{where}; unknown residues map to the gap '-', which this alphabet lacks"
+    if c.islower() or c == ".":
+        return f"{where}; a3m insertions (lower case, '.') are dropped by read_a3m"
+    return where
 
 
 def decode(tokens: Tensor | np.ndarray, alphabet: str) -> list[str]:
@@ -114,15 +142,18 @@ def read_fasta(path: str | Path) -> list[tuple[str, str]]:
 def read_a3m(path: str | Path) -> list[str]:
     """Read an a3m alignment as match-state rows (lower-case insertions and '.' removed).
 
+    Letters are kept as written (an ``X`` stays ``X``); :func:`encode` maps unknown residues to the
+    gap and rejects anything else outside the alphabet.
+
     Returns:
         Aligned rows of equal length (the query's length), upper case, gaps as '-'.
 
     Example:
         >>> import tempfile, os
         >>> p = os.path.join(tempfile.mkdtemp(), "x.a3m")
-        >>> _ = open(p, "w").write(">q\\nACD\\n>h\\nAkC-\\n")
+        >>> _ = Path(p).write_text(">q\\nACD\\n>h\\nAkX-\\n")
         >>> read_a3m(p)
-        ['ACD', 'AC-']
+        ['ACD', 'AX-']
     """
     rows = ["".join(c for c in s if not (c.islower() or c == ".")) for _, s in read_fasta(path)]
     if rows and any(len(r) != len(rows[0]) for r in rows):
@@ -136,6 +167,17 @@ def write_fasta(path: str | Path, seqs: Sequence[str], *, names: Sequence[str] |
         raise ValueError(f"{len(names)} names for {len(seqs)} sequences")
     names = names if names is not None else [f"sample_{n}" for n in range(len(seqs))]
     Path(path).write_text("".join(f">{h}\n{s}\n" for h, s in zip(names, seqs, strict=True)))
+
+
+def _safetensors_torch() -> ModuleType:
+    """``safetensors.torch``, imported on first use, with a clear error if it is missing."""
+    try:
+        return importlib.import_module("safetensors.torch")
+    except ImportError:
+        raise ImportError(
+            "safetensors files need the 'safetensors' package: pip install 'iclr25[invmsafold]' "
+            "(or pip install safetensors)"
+        ) from None
 
 
 def subsample_rows(msa: Tensor, m: int, generator: torch.Generator) -> Tensor:

@@ -11,6 +11,7 @@ The couplings ``J_ij = K^{-1/2} V_i^T V_j`` are never built (see ``potts.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Literal
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from .config import DecoderConfig
-from .data import LATTICE_ALPHABET, PROTEIN_ALPHABET
+from .data import LATTICE_ALPHABET, PROTEIN_ALPHABET, _safetensors_torch, decode
 from .encoders import LatticeEncoder, PrecomputedEmbeddings, StructureEncoder
 from .potts import ARPotts, PottsParams
 
@@ -122,6 +123,33 @@ class InvMSAFold(nn.Module):
         """The InvMSAFold-AR model of one structure."""
         return self.potts(structure).as_ar()
 
+    def from_structure(
+        self, structure: object, *, variant: Literal["ar", "pw"] = "ar"
+    ) -> ARPotts | PottsParams:
+        """The sampler of one structure: one network pass, then every sample is Potts arithmetic.
+
+        Args:
+            structure: anything the encoder embeds: a lattice structure or its coordinates
+                (:class:`LatticeEncoder`), a domain id (:class:`PrecomputedEmbeddings`), or
+                ``(pdb_or_cif_path, chain)`` (:class:`~iclr25.methods.invmsafold.ESMIF1Encoder`).
+            variant: "ar" gives the exact autoregressive :class:`ARPotts`; "pw" the pairwise
+                :class:`PottsParams`, sampled by Gibbs chains.
+
+        Returns:
+            A sampler with ``sample(n, temperature=..., seed=...) -> [n, L]`` tokens and an ``alphabet``.
+
+        Example:
+            >>> cfg = DecoderConfig(embed_dim=8, d_model=8, n_layers=1, n_heads=2, dim_feedforward=16, rank=2)
+            >>> enc = LatticeEncoder(max_len=4, coord_dim=2, d_model=8, n_layers=1, n_heads=2)
+            >>> sampler = InvMSAFold(cfg, enc).from_structure([[0, 0], [0, 1], [1, 1], [1, 0]])
+            >>> sampler.sample(3, seed=0).shape
+            torch.Size([3, 4])
+        """
+        if variant not in ("ar", "pw"):
+            raise ValueError(f"variant must be 'ar' or 'pw', got {variant!r}")
+        params = self.potts(structure)
+        return params.as_ar() if variant == "ar" else params
+
     def sample(
         self,
         structure: object,
@@ -136,7 +164,7 @@ class InvMSAFold(nn.Module):
         """Sample ``n`` sequences for a structure (network once, then only Potts arithmetic).
 
         Args:
-            structure: anything the encoder embeds.
+            structure: anything the encoder embeds (see :meth:`from_structure`).
             n: number of sequences.
             variant: "ar" (exact ancestral) or "pw" (Gibbs).
             temperature: sampling temperature.
@@ -147,23 +175,26 @@ class InvMSAFold(nn.Module):
         Returns:
             Sequences as strings.
         """
-        params = self.potts(structure)
-        if variant == "ar":
-            tok = params.as_ar().sample(n, temperature=temperature, seed=seed)
-        elif variant == "pw":
-            tok = params.sample_gibbs(
+        sampler = self.from_structure(structure, variant=variant)
+        if isinstance(sampler, ARPotts):
+            tok = sampler.sample(n, temperature=temperature, seed=seed)
+        else:
+            tok = sampler.sample(
                 n, sweeps=gibbs_sweeps, burn_in=gibbs_burn_in, temperature=temperature, seed=seed
             )
-        else:
-            raise ValueError(f"variant must be 'ar' or 'pw', got {variant!r}")
-        return ["".join(self.alphabet[a] for a in row) for row in tok.tolist()]
+        return decode(tok, self.alphabet)
 
     def save_pretrained(self, directory: str | Path) -> None:
-        """Write ``config.json`` and ``model.pt`` (state dict, encoder included) to a directory."""
+        """Write ``config.json`` and ``model.safetensors`` (all weights, a lattice encoder's included).
+
+        Frozen encoders (precomputed embeddings, ESM-IF1) are not saved; pass them again to
+        :meth:`from_pretrained`. Needs the ``safetensors`` package.
+        """
+        st = _safetensors_torch()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         meta: dict[str, object] = {
-            "decoder": self.config.__dict__,
+            "decoder": dataclasses.asdict(self.config),
             "alphabet": self.alphabet,
             "independent": self.independent,
         }
@@ -177,25 +208,45 @@ class InvMSAFold(nn.Module):
                 "n_heads": e.n_heads,
             }
         (directory / "config.json").write_text(json.dumps(meta, indent=1))
-        torch.save(self.state_dict(), directory / "model.pt")
+        state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
+        st.save_file(state, str(directory / "model.safetensors"))
 
     @classmethod
     def from_pretrained(
-        cls, directory: str | Path, *, embeddings: str | Path | None = None, map_location: str = "cpu"
+        cls,
+        directory: str | Path,
+        *,
+        encoder: StructureEncoder | None = None,
+        embeddings: str | Path | None = None,
+        map_location: str = "cpu",
     ) -> InvMSAFold:
-        """Load a model written by :meth:`save_pretrained`.
+        """Load a model written by :meth:`save_pretrained` (in eval mode).
 
         Args:
-            directory: the model directory.
-            embeddings: optional precomputed-embedding file to use as a frozen encoder.
+            directory: the model directory (``config.json`` and ``model.safetensors``; a
+                ``model.pt`` state dict from earlier versions is read too).
+            encoder: a frozen encoder for a model saved without a lattice encoder, e.g. an
+                :class:`~iclr25.methods.invmsafold.ESMIF1Encoder`.
+            embeddings: shortcut for ``encoder=PrecomputedEmbeddings(embeddings)``.
             map_location: torch device for the weights.
+
+        Example:
+            >>> import tempfile
+            >>> cfg = DecoderConfig(embed_dim=8, d_model=8, n_layers=1, n_heads=2, dim_feedforward=16, rank=2)
+            >>> d = tempfile.mkdtemp()
+            >>> InvMSAFold(cfg).save_pretrained(d)
+            >>> InvMSAFold.from_pretrained(d).config.rank
+            2
         """
         directory = Path(directory)
         if not (directory / "config.json").is_file():
             raise FileNotFoundError(f"{directory} has no config.json")
         meta = json.loads((directory / "config.json").read_text())
-        encoder: StructureEncoder | None = None
+        if encoder is not None and embeddings is not None:
+            raise ValueError("pass either encoder or embeddings, not both")
         if "lattice_encoder" in meta:
+            if encoder is not None or embeddings is not None:
+                raise ValueError(f"{directory} holds a trained lattice encoder; it takes no other encoder")
             encoder = LatticeEncoder(**meta["lattice_encoder"])
         elif embeddings is not None:
             encoder = PrecomputedEmbeddings(embeddings)
@@ -205,6 +256,11 @@ class InvMSAFold(nn.Module):
             alphabet=meta["alphabet"],
             independent=meta["independent"],
         )
-        state = torch.load(directory / "model.pt", map_location=map_location, weights_only=True)
+        if (directory / "model.safetensors").is_file():
+            state = _safetensors_torch().load_file(str(directory / "model.safetensors"), device=map_location)
+        elif (directory / "model.pt").is_file():
+            state = torch.load(directory / "model.pt", map_location=map_location, weights_only=True)
+        else:
+            raise FileNotFoundError(f"{directory} has no model.safetensors")
         model.load_state_dict(state)
-        return model
+        return model.eval()

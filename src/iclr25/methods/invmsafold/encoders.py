@@ -7,13 +7,19 @@ per-residue embeddings to its decoder (Sec. 3). Here the encoder is pluggable:
 - :class:`LatticeEncoder`: a small transformer over contact-map rows, coordinates and positions of a
   lattice structure, trained jointly with the decoder;
 - :class:`PrecomputedEmbeddings`: frozen embeddings (e.g. ESM-IF1 at paper scale) from a local
-  ``.pt`` or ``.npz`` file keyed by domain id.
+  ``.pt``, ``.npz`` or ``.safetensors`` file keyed by domain id;
+- :class:`ESMIF1Encoder`: the frozen ESM-IF1 encoder itself, from a local checkpoint (needs
+  ``fair-esm``; nothing is downloaded).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib
 import math
 from pathlib import Path
+from types import ModuleType
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -21,9 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .data import _safetensors_torch
 from .lattice import LatticeStructure
 
-__all__ = ["LatticeEncoder", "PrecomputedEmbeddings", "StructureEncoder"]
+__all__ = ["ESMIF1Encoder", "LatticeEncoder", "PrecomputedEmbeddings", "StructureEncoder"]
 
 
 @runtime_checkable
@@ -104,10 +111,22 @@ class LatticeEncoder(nn.Module):
         self.n_heads = n_heads
         self.contact_bias = nn.Parameter(torch.full((n_heads,), 2.0))
 
-    def features(self, structure: LatticeStructure) -> Tensor:
-        """Per-residue input features ``[L, max_len + coord_dim + 8]`` (no parameters)."""
+    def features(self, structure: LatticeStructure | np.ndarray) -> Tensor:
+        """Per-residue input features ``[L, max_len + coord_dim + 8]`` (no parameters).
+
+        Args:
+            structure: a :class:`LatticeStructure`, or its lattice coordinates ``[L, coord_dim]``
+                (integers; contacts are derived as in :meth:`LatticeStructure.from_coords`).
+        """
+        if isinstance(structure, (np.ndarray, list, tuple)):
+            coords = np.asarray(structure)
+            if coords.ndim != 2 or not np.issubdtype(coords.dtype, np.integer):
+                raise ValueError(f"lattice coordinates must be an integer [L, D] array, got {coords.dtype}")
+            structure = LatticeStructure.from_coords(coords)
         if not isinstance(structure, LatticeStructure):
-            raise TypeError(f"LatticeEncoder needs a LatticeStructure, got {type(structure).__name__}")
+            raise TypeError(
+                f"LatticeEncoder needs a LatticeStructure or coordinates, got {type(structure).__name__}"
+            )
         L = structure.length
         if self.max_len < L or structure.coords.shape[1] != self.coord_dim:
             raise ValueError(
@@ -136,8 +155,8 @@ class LatticeEncoder(nn.Module):
             x = _biased_layer(layer, x, bias)
         return x if padding_mask is None else x.masked_fill(padding_mask[..., None], 0.0)
 
-    def embed(self, structure: LatticeStructure) -> Tensor:
-        """``[L, E]`` embeddings of one structure."""
+    def embed(self, structure: LatticeStructure | np.ndarray) -> Tensor:
+        """``[L, E]`` embeddings of one structure (or of its lattice coordinates)."""
         p = next(self.parameters())
         return self(self.features(structure).to(p.device, p.dtype)[None])[0]
 
@@ -145,8 +164,9 @@ class LatticeEncoder(nn.Module):
 class PrecomputedEmbeddings:
     """Frozen per-residue embeddings loaded from a local file, keyed by domain id.
 
-    ``.pt`` files hold a ``{id: tensor [L, E]}`` dict (``torch.save``); ``.npz`` files one array per
-    id. This is how paper-scale ESM-IF1 embeddings (512-d) enter the model.
+    ``.pt`` files hold a ``{id: tensor [L, E]}`` dict (``torch.save``); ``.npz`` and ``.safetensors``
+    files one array per id. This is how paper-scale ESM-IF1 embeddings (512-d, one row per residue,
+    without the encoder's two end tokens) enter the model; :class:`ESMIF1Encoder` can compute them.
 
     Args:
         path: the file.
@@ -171,8 +191,13 @@ class PrecomputedEmbeddings:
             if not isinstance(raw, dict):
                 raise ValueError(f"{path}: expected a dict of id -> [L, E] tensors")
             table = {str(k): torch.as_tensor(v, dtype=torch.float32) for k, v in raw.items()}
+        elif path.suffix == ".safetensors":
+            raw = _safetensors_torch().load_file(str(path))
+            table = {k: v.to(torch.float32) for k, v in raw.items()}
         else:
-            raise ValueError(f"{path}: unsupported embedding file type {path.suffix!r} (use .pt or .npz)")
+            raise ValueError(
+                f"{path}: unsupported embedding file type {path.suffix!r} (use .pt, .npz or .safetensors)"
+            )
         if not table:
             raise ValueError(f"{path}: no embeddings")
         dims = {v.shape[-1] for v in table.values()}
@@ -194,3 +219,75 @@ class PrecomputedEmbeddings:
         if key not in self.table:
             raise KeyError(f"no embedding for domain {key!r}")
         return self.table[key]
+
+
+def _import_esm() -> tuple[ModuleType, ModuleType]:
+    """fair-esm's ``esm.pretrained`` and ``esm.inverse_folding.util``, imported on first use."""
+    try:
+        pretrained = importlib.import_module("esm.pretrained")
+        util = importlib.import_module("esm.inverse_folding.util")
+    except ImportError as err:
+        raise ImportError(
+            "ESMIF1Encoder needs fair-esm and its inverse-folding dependencies "
+            f"(pip install fair-esm torch-geometric torch-scatter biotite): {err}. Without them, "
+            "precompute the embeddings elsewhere and load them with PrecomputedEmbeddings."
+        ) from None
+    return pretrained, util
+
+
+class ESMIF1Encoder:
+    """The frozen ESM-IF1 structure encoder, loaded from a local checkpoint (the paper's encoder).
+
+    Wraps fair-esm: ``esm.pretrained.load_model_and_alphabet_local`` reads the checkpoint (keep
+    ``esm_if`` in its file name, e.g. ``esm_if1_gvp4_t16_142M_UR50.pt``: fair-esm reads the stem to
+    decide whether to look for a contact-regression file beside it, and ESM-IF1 has none; the
+    checkpoint's ``argparse.Namespace`` of hyperparameters is allow-listed for PyTorch's
+    weights-only loading), ``esm.inverse_folding.util.load_coords`` reads the N, CA, C backbone of one chain
+    from a PDB/mmCIF file, and ``esm.inverse_folding.util.get_encoder_output`` returns the encoder's
+    per-residue output without its two end tokens, ``[L, 512]``. The model stays frozen and is not a
+    submodule of :class:`~iclr25.methods.invmsafold.InvMSAFold` (its weights are neither trained nor
+    saved with it). Nothing is downloaded. To embed many structures once, save ``{id: embed(...)}``
+    with ``torch.save`` and train from :class:`PrecomputedEmbeddings`.
+
+    Args:
+        checkpoint: local path of the ESM-IF1 checkpoint.
+
+    Attributes:
+        model: the fair-esm model (move it with ``encoder.model.to(device)``).
+        embed_dim: the encoder width E (512 for ESM-IF1).
+    """
+
+    def __init__(self, checkpoint: str | Path) -> None:
+        path = Path(checkpoint)
+        if not path.is_file():
+            raise FileNotFoundError(f"ESM-IF1 checkpoint {path} does not exist")
+        pretrained, self._util = _import_esm()
+        # fair-esm calls torch.load with the default weights_only=True (PyTorch >= 2.6); its
+        # checkpoints store their hyperparameters as an argparse.Namespace.
+        allow = getattr(torch.serialization, "safe_globals", None)
+        with allow([argparse.Namespace]) if allow else contextlib.nullcontext():
+            model, self.alphabet = pretrained.load_model_and_alphabet_local(str(path))
+        self.model = model.eval()
+        self.embed_dim = int(model.args.encoder_embed_dim)
+
+    @torch.no_grad()
+    def embed(self, structure: tuple[str | Path, str] | np.ndarray) -> Tensor:
+        """Per-residue ESM-IF1 embeddings ``[L, E]`` (float32, on the model's device).
+
+        Args:
+            structure: ``(pdb_or_cif_path, chain_id)``, or backbone coordinates ``[L, 3, 3]``
+                (atoms N, CA, C; NaN where missing).
+        """
+        if isinstance(structure, tuple):
+            path, chain = structure
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"structure file {path} does not exist")
+            coords, _ = self._util.load_coords(str(path), chain)
+        else:
+            coords = np.asarray(structure, dtype=np.float32)
+            if coords.ndim != 3 or coords.shape[1:] != (3, 3):
+                raise ValueError(f"backbone coordinates must be [L, 3, 3], got {coords.shape}")
+        emb = self._util.get_encoder_output(self.model, self.alphabet, coords)  # [L, E]
+        if emb.ndim != 2 or emb.shape[0] != len(coords) or emb.shape[1] != self.embed_dim:
+            raise ValueError(f"ESM-IF1 returned {tuple(emb.shape)} for {len(coords)} residues")
+        return emb.float()

@@ -346,6 +346,24 @@ class PottsParams:
                 out.append(s.clone())
         return torch.cat(out)[:n]
 
+    def sample(
+        self, n: int, *, temperature: float = 1.0, seed: int = 0, sweeps: int = 30, burn_in: int = 20
+    ) -> Tensor:
+        """``n`` sequences from ``n`` independent Gibbs chains (InvMSAFold-PW sampling).
+
+        The same call as :meth:`ARPotts.sample`, so either model serves as a sampler; defaults as
+        :class:`~iclr25.methods.invmsafold.SampleConfig`. See :meth:`sample_gibbs` for the options.
+
+        Returns:
+            ``[n, L]`` tokens (``decode(tokens, self.alphabet)`` gives strings).
+
+        Example:
+            >>> p = PottsParams(torch.zeros(3, 2), torch.zeros(1, 3, 2), "AB")
+            >>> p.sample(4, seed=0, sweeps=2, burn_in=1).shape
+            torch.Size([4, 3])
+        """
+        return self.sample_gibbs(n, sweeps=sweeps, burn_in=burn_in, temperature=temperature, seed=seed)
+
     def numpy(self) -> dict[str, np.ndarray]:
         """Parameters as numpy: ``h [L, q]``, ``V [K, L, q]``, dense ``J [L, L, q, q]``."""
         J, h = self.to_dense()
