@@ -38,3 +38,13 @@ def tiny(arch: str, *, seed: int = 0, attn: str = "eager", sliding_window: int |
 
 def ids(batch: int, length: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(4, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def lively(model, seed: int = 0, std: float = 0.5):
+    """Redraw every weight matrix with a larger spread, so greedy decoding does not repeat one token."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=g) * std)
+    return model

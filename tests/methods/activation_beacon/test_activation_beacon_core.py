@@ -361,8 +361,9 @@ def test_generate_resets_memory_and_is_repeatable():
     bm.generate(other, max_new_tokens=5, beacon_ratio=4)
     b = bm.generate(x, max_new_tokens=12, beacon_ratio=2)
     assert torch.equal(a, b)
-    # the decode-time window re-run happened: 19 prompt + 12 new = 31 -> windows 1, 2 and 3 compressed
-    assert bm.memory.num_entries() == beacon_kv_resident(31, 8, 2, 1)
+    # the decode-time window re-run happened: 19 prompt + 11 read new tokens = 30 (the last one is
+    # returned, not read, as in transformers) -> windows 1, 2 and 3 compressed
+    assert bm.memory.num_entries() == beacon_kv_resident(30, 8, 2, 1)
 
 
 # --- adapter, determinism, offline ----------------------------------------------------------------

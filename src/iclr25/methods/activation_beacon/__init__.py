@@ -12,15 +12,18 @@ from iclr25.methods.activation_beacon.flops import (
     beacon_score_entries,
     full_score_entries,
 )
+from iclr25.methods.activation_beacon.generation import BeaconGenerationCache
 from iclr25.methods.activation_beacon.layout import ChunkLayout, additive_mask, chunk_layout, chunk_visibility
 from iclr25.methods.activation_beacon.memory import MemoryStats, chunk_lm_loss, ratio_schedule, run_chunks
 from iclr25.methods.activation_beacon.model import (
     BeaconMemory,
     BeaconModel,
+    BeaconModelConfig,
     MeanPoolKV,
     StreamingLLM,
     load_beacon_config,
     load_beacon_model,
+    register_auto_classes,
     wrap_with_beacon,
 )
 from iclr25.methods.activation_beacon.wrap import BeaconContext, BeaconLinear
@@ -29,9 +32,11 @@ __all__ = [
     "BeaconCache",
     "BeaconConfig",
     "BeaconContext",
+    "BeaconGenerationCache",
     "BeaconLinear",
     "BeaconMemory",
     "BeaconModel",
+    "BeaconModelConfig",
     "ChunkLayout",
     "ClaimConfig",
     "MeanPoolCache",
@@ -50,6 +55,7 @@ __all__ = [
     "load_beacon_config",
     "load_beacon_model",
     "ratio_schedule",
+    "register_auto_classes",
     "run_chunks",
     "wrap_with_beacon",
 ]

@@ -21,7 +21,7 @@ from iclr25.methods.activation_beacon.config import BeaconConfig
 from iclr25.methods.activation_beacon.layout import additive_mask, chunk_layout, chunk_visibility
 from iclr25.methods.activation_beacon.wrap import BeaconContext
 
-__all__ = ["MemoryStats", "chunk_lm_loss", "ratio_schedule", "run_chunks"]
+__all__ = ["BeaconMemory", "MemoryStats", "chunk_lm_loss", "ratio_schedule", "run_chunks"]
 
 
 @dataclass
@@ -31,6 +31,33 @@ class MemoryStats:
     score_entries: int = 0
     forwards: int = 0
     ratios: list[int] = field(default_factory=list)
+
+
+class BeaconMemory:
+    """The memory state of one read: the cache plus counters.
+
+    Attributes:
+        cache: the :class:`BeaconCache`.
+        stats: counters of the last pass (attention-score entries, forwards, α per chunk).
+    """
+
+    def __init__(self, cache: BeaconCache) -> None:
+        self.cache = cache
+        self.stats = MemoryStats()
+
+    def reset(self) -> None:
+        """Forget all context (memory, counters)."""
+        self.cache.reset()
+        self.stats = MemoryStats()
+
+    def num_entries(self) -> int:
+        """Resident key/value entries per layer."""
+        return self.cache.num_entries()
+
+    @property
+    def peak_entries(self) -> int:
+        """Largest key/value length any attention call saw since the last reset."""
+        return self.cache.peak_entries
 
 
 def ratio_schedule(
