@@ -40,6 +40,12 @@ def test_parameter_counts_follow_from_the_architecture() -> None:
         == (2 * d_in + users) * hidden + hidden + hidden**2 + hidden + hidden + 1
     )
     assert mlp.trainable_parameter_count() / pal.trainable_parameter_count() >= 10
+    # params_vs_encoder: PAL-B-Tiny on MiniLM (384-d) against the encoder's 22,713,216 weights.
+    on_minilm = PALEstimator(pal_cfg.replace(d_in=384)).fit(
+        rng.random((n, 384)), rng.random((n, 384)), rng.random((n, 384)), lab, ids
+    )
+    assert on_minilm.trainable_parameter_count() == (k + 1) * _mlp2(384, d) + 1 + users * k
+    assert 22_713_216 / on_minilm.trainable_parameter_count() >= 10
     pal.partial_fit_new_users(p[:6], x[:6], y[:6], lab[:6], ["n0", "n1", "n2"] * 2)
     assert pal.new_user_trainable_ == 3 * k  # K numbers per new user
     lr = PerUserLogistic().fit(x, y, lab, ids)
@@ -66,13 +72,50 @@ def test_every_gate_names_a_falsifier_and_explains_itself() -> None:
             assert names[c.falsifier].control, c.name
     report_only = {c.name for c in CLAIM.criteria if not c.gating}
     assert report_only == {
+        "ip_unseen_vs_unconstrained",
+        "ip_unseen_near_seen",
+        "oracle_unseen_near_seen",
+        "oracle_vs_unconstrained",
+        "ip_seen_vs_oracle",
+        "ip_new_user_ce",
+        "fpw_seen_margin",
+        "fpw_unseen_vs_oracle",
+        "fpw_w_recovery",
         "txt_precheck",
         "txt_heterogeneous",
         "params_vs_large",
         "params_per_user",
         "txt_unseen_vs_per_user_lr",
         "txt_unseen_vs_oracle",
+        "minilm_precheck",
+        "minilm_seen",
+        "minilm_unseen_vs_homogeneous",
+        "params_vs_encoder",
     }
+
+
+def test_ideal_point_gates_are_stated_against_oracles() -> None:
+    """The few-shot gates of the ideal-point world: PAL at n = 5 within 0.07 of the true model with
+    w fitted from the same comparisons, PAL at n = 20 within 0.05 of its seen accuracy, and w*
+    recovered within 0.15 after Hungarian matching; each with a control that must miss it."""
+    names = {c.name: c for c in CLAIM.criteria}
+    rules = {
+        "ip_unseen_vs_oracle": ("pal.ip_unseen_n5", "oracle.ip_unseen_n5", -0.07, "ctrl_uniform_w_vs_oracle"),
+        "ip_unseen_n20_near_seen": ("pal.ip_unseen_n20", "pal.ip_seen", -0.05, "ctrl_uniform_w"),
+        "ip_w_recovery": ("pal.ip_w_mae", None, 0.15, "ctrl_shuffled_users"),
+    }
+    for name, (a, b, bar, control) in rules.items():
+        gate = names[name]
+        assert (gate.a, gate.b, gate.threshold, gate.falsifier) == (a, b, bar, control)
+        assert gate.gating and not gate.control
+        ctrl = names[control]
+        assert ctrl.control and ctrl.gating and ctrl.threshold == bar and ctrl.op == gate.op
+    # The earlier n = 5 rules stay as report-only rows beside the true model's own numbers.
+    for name in ("ip_unseen_vs_unconstrained", "ip_unseen_near_seen"):
+        assert not names[name].gating
+    assert 20 in CLAIM.budgets["smoke"].config.ip_shots
+    with pytest.raises(ValueError, match="20"):
+        type(CLAIM.budgets["full"].config)(ip_shots=(2, 5, 10))
 
 
 def test_unseen_ratio_is_gated_against_the_shared_model() -> None:

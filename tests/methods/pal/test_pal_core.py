@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -219,9 +220,14 @@ def test_estimator_learns_two_groups() -> None:
     cfg = PALConfig(
         variant="A", k=2, d_in=4, d_pref=4, epochs=80, batch_size=400, lr_projector=1e-2, lr_user=0.2
     )
-    k2 = PALEstimator(cfg).fit(None, x, y, lab, users).score(None, x, y, lab, users)
+    est = PALEstimator(cfg).fit(None, x, y, lab, users)
+    k2 = est.score(None, x, y, lab, users)
     k1 = PALEstimator(cfg.replace(k=1)).fit(None, x, y, lab, users).score(None, x, y, lab, users)
     assert k2 > k1 + 0.2
+    # As the README's Usage comment says: user a picks the larger first coordinate, b the smaller.
+    small, large = [[-1.0, 0.0, 0.0, 0.0]], [[1.0, 0.0, 0.0, 0.0]]
+    assert est.predict(None, small, large, ["a"]).tolist() == [1]  # 1 = the right item
+    assert est.predict(None, small, large, ["b"]).tolist() == [0]
 
 
 def test_converters() -> None:
@@ -275,3 +281,146 @@ def test_cached_features_give_the_same_logits(variant: str, user_map: str) -> No
     ids = ["a", "b", "c", "a", "b"]
     feats = head.user_free_features(p, left, right)
     assert torch.equal(head.logits(ids, p, left, right), head.logits_from_features(head.users(ids), feats))
+
+
+def test_estimator_follows_the_get_params_contract() -> None:
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    cfg = PALConfig(variant="B", k=2, d_in=4, d_pref=4, epochs=1)
+    est = PALEstimator(cfg, random_state=3)
+    assert est.get_params() == {"config": cfg, "device": "cpu", "random_state": 3}
+    assert est.set_params(random_state=5) is est and est.random_state == 5
+    x = np.zeros((2, 4))
+    with pytest.raises(NotFittedError, match="fit"):
+        est.predict(x, x, x, ["u", "u"])
+    rng = np.random.default_rng(0)
+    p, a, b = (rng.normal(size=(8, 4)) for _ in range(3))
+    est.fit(p, a, b, [0, 1] * 4, ["u"] * 8)
+    twin = clone(est)
+    assert twin.get_params() == est.get_params() and not hasattr(twin, "head_")
+    assert np.array_equal(
+        twin.fit(p, a, b, [0, 1] * 4, ["u"] * 8).predict_proba(p, a, b, ["u"] * 8),
+        est.predict_proba(p, a, b, ["u"] * 8),
+    )
+
+
+def test_nan_embeddings_raise_a_clear_error() -> None:
+    est = PALEstimator(PALConfig(variant="B", k=2, d_in=4, d_pref=4, epochs=1))
+    x = np.zeros((3, 4))
+    bad = x.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"left_emb has 1 NaN or infinite value.*row 1"):
+        est.fit(x, bad, x, [0, 1, 1], ["u"] * 3)
+    with pytest.raises(ValueError, match=r"prompt_emb .*NaN"):
+        est.fit(np.full((3, 4), np.inf), x, x, [0, 1, 1], ["u"] * 3)
+
+    class NanEncoder:
+        dim = 2
+
+        def encode(self, texts):
+            return torch.full((len(texts), 2), float("nan"))
+
+    with pytest.raises(ValueError, match="encoder's embeddings"):
+        embed_comparisons(Comparisons(["u"], ["p"], ["a"], ["b"], [0]), NanEncoder(), joint=False)
+
+
+class _Columns:
+    """A column mapping like a pandas DataFrame or a datasets.Dataset: ``data[name]`` is a column."""
+
+    def __init__(self, cols: dict) -> None:
+        self.cols = cols
+
+    def __getitem__(self, name: str) -> list:
+        return self.cols[name]
+
+
+def _rows(n: int = 12) -> list[dict]:
+    return [
+        {"user_id": f"u{i % 3}", "prompt": f"post {i}", "chosen": f"good {i}", "rejected": f"bad {i}", "x": 1}
+        for i in range(n)
+    ]
+
+
+def test_records_from_rows_and_columns_agree() -> None:
+    from iclr25.methods.pal import from_records
+
+    rows = _rows()
+    ds = from_records(rows, rng=np.random.default_rng(0))
+    cols = {k: [r[k] for r in rows] for k in rows[0]}
+    assert from_records(cols, rng=np.random.default_rng(0)) == ds
+    assert from_records(_Columns(cols), rng=np.random.default_rng(0)) == ds
+    assert 0 < sum(ds.label) < len(ds)  # sides are randomised
+    for i, (left, right, y) in enumerate(zip(ds.left, ds.right, ds.label, strict=True)):
+        assert (left, right)[y] == f"good {i}" and ds.user_id[i] == f"u{i % 3}"
+    with pytest.raises(ValueError, match=r"lack the column.*rejected"):
+        from_records([{"user_id": "u", "prompt": "p", "chosen": "c"}], rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="no column 'user_id'"):
+        from_records({"prompt": ["p"], "chosen": ["c"], "rejected": ["r"]}, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="mismatched lengths"):
+        from_records({**cols, "prompt": cols["prompt"][:-1]}, rng=np.random.default_rng(0))
+    chat = [{**rows[0], "chosen": [{"role": "assistant", "content": "hi"}]}]
+    with pytest.raises(TypeError, match="chat template"):
+        from_records(chat, rng=np.random.default_rng(0))
+
+
+def test_records_from_pandas_and_datasets() -> None:
+    from iclr25.methods.pal import from_records
+
+    pd = pytest.importorskip("pandas")
+    rows = _rows()
+    ref = from_records(rows, rng=np.random.default_rng(1))
+    assert from_records(pd.DataFrame(rows), rng=np.random.default_rng(1)) == ref
+    hf = pytest.importorskip("datasets")
+    assert from_records(hf.Dataset.from_list(rows), rng=np.random.default_rng(1)) == ref
+
+
+def test_trainer_fits_trl_style_records() -> None:
+    from iclr25.methods.pal import PALTrainer, from_records
+
+    def trainer() -> PALTrainer:
+        cfg = PALConfig(variant="B", k=2, d_in=16, d_pref=8, epochs=2, batch_size=4)
+        return PALTrainer(PALRewardModel(HashedNgramEncoder(dim=16), PALHead(cfg)), random_state=4)
+
+    rows = _rows()
+    by_records = trainer().fit_seen(rows)
+    # The same records as Comparisons, with the chosen side drawn by the trainer's own coin.
+    ref = trainer()
+    ref.fit_seen(from_records(rows, rng=np.random.default_rng([4, 505])))
+    for a, b in zip(by_records.model.head.parameters(), ref.model.head.parameters(), strict=True):
+        assert torch.equal(a, b)
+    new_user = [{**r, "user_id": "new"} for r in _rows(6)]
+    acc = by_records.fit_new_users(new_user).evaluate(rows)
+    assert set(acc) == {"u0", "u1", "u2"}
+    assert "new" in by_records.model.head.users
+
+
+@pytest.mark.parametrize("variant", ["A", "B"])
+def test_new_users_by_cross_entropy_train_only_w(variant: str) -> None:
+    rng = np.random.default_rng(0)
+    n, d = 60, 6
+    x, y = rng.normal(size=(n, d)), rng.normal(size=(n, d))
+    lab = (x[:, 0] < y[:, 0]).astype(int)
+    cfg = PALConfig(variant=variant, k=3, d_in=d, d_pref=4, epochs=2, batch_size=16, new_user_steps=5)
+    est = PALEstimator(cfg).fit(x, x, y, lab, ["s0", "s1"] * (n // 2))
+    before = {k: v.clone() for k, v in est.head_.state_dict().items()}
+    fits = {}
+    for loss in ("hinge", "ce"):
+        e = copy.deepcopy(est).partial_fit_new_users(
+            x[:10], x[:10], y[:10], lab[:10], ["n0", "n1"] * 5, loss=loss
+        )
+        assert e.new_user_trainable_ == 3 * 2
+        for k, v in before.items():
+            assert torch.equal(v, e.head_.state_dict()[k]), f"{k} changed"
+        fits[loss] = e.head_.users.blocks[1].detach().clone()
+    assert not torch.equal(fits["hinge"], fits["ce"])
+    with pytest.raises(ValueError, match="loss must be"):
+        est.partial_fit_new_users(x[:2], x[:2], y[:2], lab[:2], ["n9", "n9"], loss="mse")
+    with pytest.raises(ValueError, match="new_user_loss"):
+        PALConfig(new_user_loss="mse")
+    # new_user_loss="ce" in the config is what loss="auto" picks.
+    e = copy.deepcopy(est)
+    e.config = cfg.replace(new_user_loss="ce")
+    e.head_.config = e.config
+    e.partial_fit_new_users(x[:10], x[:10], y[:10], lab[:10], ["n0", "n1"] * 5)
+    assert torch.equal(e.head_.users.blocks[1], fits["ce"])

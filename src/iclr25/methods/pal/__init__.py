@@ -6,8 +6,24 @@ Aniket Rege, Zhi Wang, Ramya Korlakai Vinayak, ICLR 2025, arXiv:2406.08469.
 
 from .baselines import MLPRewardModel, PerUserLogistic, UnconstrainedIdealPoint
 from .config import ClaimConfig, PALConfig
-from .data import Comparisons, EmbeddedComparisons, embed_comparisons, from_chosen_rejected, from_signed
-from .encoders import HashedNgramEncoder, HFEncoder, LookupEncoder, MiniLMEncoder, TextEncoder
+from .data import (
+    RECORD_COLUMNS,
+    Comparisons,
+    EmbeddedComparisons,
+    embed_comparisons,
+    from_chosen_rejected,
+    from_records,
+    from_signed,
+)
+from .encoders import (
+    CachedEncoder,
+    HashedNgramEncoder,
+    HFEncoder,
+    LookupEncoder,
+    MiniLMEncoder,
+    TextEncoder,
+    default_cache_dir,
+)
 from .model import (
     PALHead,
     PALRewardModel,
@@ -28,9 +44,13 @@ from .worlds import (
     length_probe_accuracy,
     make_ideal_point_world,
     make_summary_length_world,
+    simplex_grid,
+    weight_recovery_error,
 )
 
 __all__ = [
+    "RECORD_COLUMNS",
+    "CachedEncoder",
     "ClaimConfig",
     "Comparisons",
     "EmbeddedComparisons",
@@ -52,9 +72,11 @@ __all__ = [
     "UnconstrainedIdealPoint",
     "UserRegistry",
     "cumulative_weights",
+    "default_cache_dir",
     "embed_comparisons",
     "first_n_per_user",
     "from_chosen_rejected",
+    "from_records",
     "from_signed",
     "hinge_loss",
     "length_probe_accuracy",
@@ -64,4 +86,6 @@ __all__ = [
     "pool_last",
     "pool_mean",
     "preference_loss",
+    "simplex_grid",
+    "weight_recovery_error",
 ]

@@ -89,6 +89,11 @@ class PALConfig:
     new_user_steps: int = param(
         20, doc="full-batch steps when fitting new users' W only", source="paper: 20 epochs"
     )
+    new_user_loss: Literal["auto", "hinge", "ce"] = param(
+        "auto",
+        doc="loss when fitting new users' W: auto (the training loss), hinge, or cross-entropy",
+        source="paper: new users are fitted with the training loss",
+    )
     train_encoder: bool = param(
         False, doc="also fine-tune the encoder (PAL-B-Large)", source="paper: Tiny: off"
     )
@@ -129,6 +134,8 @@ class PALConfig:
             )
         if self.loss not in ("hinge", "ce"):
             raise ValueError(f"loss must be 'hinge' or 'ce', got {self.loss!r}")
+        if self.new_user_loss not in ("auto", "hinge", "ce"):
+            raise ValueError(f"new_user_loss must be 'auto', 'hinge' or 'ce', got {self.new_user_loss!r}")
         if self.mixing not in ("softmax", "gumbel"):
             raise ValueError(f"mixing must be 'softmax' or 'gumbel', got {self.mixing!r}")
         if self.tau <= 0:
@@ -213,7 +220,9 @@ class ClaimConfig:
     ip_test_per_user: int = param(20, doc="Check 1: test comparisons per seen user", source="deviation: 20")
     ip_unseen_test: int = param(50, doc="Check 1: test comparisons per unseen user", source="deviation: 50")
     ip_shots: tuple[int, ...] = param(
-        (2, 5, 10, 20), doc="Check 1: training comparisons per unseen user", source="paper: n in {1..100}"
+        (2, 5, 10, 20),
+        doc="Check 1: training comparisons per unseen user (5 and 20 gate)",
+        source="paper: n in {1..100}",
     )
     ip_proto_scale: float = param(
         8.0,
@@ -267,6 +276,22 @@ class ClaimConfig:
         doc="Check 2: Adam lr of P, W and free ideal points (PAL-B, K = 1, shuffled control, unconstrained)",
         source="deviation: 5e-2 (paper: 5e-3) for the few steps of a CPU run",
     )
+    txt_minilm_posts: int = param(
+        100,
+        doc="Check 2 on MiniLM: posts of the small summary-length world embedded with MiniLM",
+        source="deviation: a subset; MiniLM encodes about 25 texts/s on one CPU thread",
+    )
+    txt_minilm_train_per_user: int = param(
+        100, doc="Check 2 on MiniLM: training comparisons per seen user", source="deviation: subset"
+    )
+    txt_minilm_test_per_user: int = param(
+        30, doc="Check 2 on MiniLM: test comparisons per user", source="deviation: subset"
+    )
+    txt_minilm_cache: str = param(
+        "",
+        doc="folder of the on-disk MiniLM embedding cache ('' = the user cache folder, 'off' = none)",
+        source="deviation: one .npy per text, keyed by a hash of the text and the model",
+    )
     mlp_hidden: int = param(
         1024, doc="Check 2: hidden width of the large MLP reward model", source="deviation: 1024"
     )
@@ -302,8 +327,8 @@ class ClaimConfig:
                 raise ValueError(f"{f.name} must be >= 1, got {v}")
         if not self.ip_shots or not self.txt_shots or min(self.ip_shots + self.txt_shots) < 1:
             raise ValueError("ip_shots and txt_shots must be non-empty tuples of positive ints")
-        if 5 not in self.ip_shots:
-            raise ValueError("ip_shots must contain 5 (the n = 5 rule)")
+        if 5 not in self.ip_shots or 20 not in self.ip_shots:
+            raise ValueError("ip_shots must contain 5 and 20 (the n = 5 and n = 20 rules)")
         if 10 not in self.txt_shots:
             raise ValueError("txt_shots must contain 10 (the n = 10 rule)")
         if not 0.5 < self.ip_bayes < 1.0:

@@ -3,20 +3,36 @@
 PAL (*PAL: Sample-Efficient Personalized Reward Modeling for Pluralistic Alignment*, Chen et al.,
 ICLR 2025, arXiv:2406.08469) learns from pairwise comparisons (user, prompt, left, right, label).
 Here ``label`` = 0 when the left response is preferred and 1 when the right one is (the
-cross-entropy target). Converters read the official +-1 convention (y = -1: left preferred) and
-``chosen/rejected`` rows (sides drawn by a seeded RNG, so there is no position bias).
+cross-entropy target). Converters read the official +-1 convention (y = -1: left preferred),
+``chosen/rejected`` columns, and TRL-style preference records (``prompt``/``chosen``/``rejected``
+plus ``user_id``, as a list of dicts or a column mapping such as a ``pandas.DataFrame`` or a
+``datasets.Dataset``); chosen/rejected sides are drawn by a seeded RNG, so there is no position bias.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["Comparisons", "EmbeddedComparisons", "embed_comparisons", "from_chosen_rejected", "from_signed"]
+__all__ = [
+    "RECORD_COLUMNS",
+    "Comparisons",
+    "EmbeddedComparisons",
+    "check_finite",
+    "embed_comparisons",
+    "from_chosen_rejected",
+    "from_records",
+    "from_signed",
+]
+
+#: Columns of a TRL-style personalised preference record: the ``prompt``/``chosen``/``rejected``
+#: columns of TRL's explicit-prompt preference format plus the ``user_id`` PAL needs.
+RECORD_COLUMNS = ("user_id", "prompt", "chosen", "rejected")
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,80 @@ def from_chosen_rejected(
     return Comparisons(user_id, prompt, left, right, [int(f) for f in flip])
 
 
+def _column(records: Any, name: str) -> list[Any]:
+    try:
+        return list(records[name])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise ValueError(f"records have no column {name!r} (need {list(RECORD_COLUMNS)})") from None
+
+
+def from_records(records: Any, *, rng: np.random.Generator) -> Comparisons:
+    """From TRL-style preference records with a user id: ``user_id, prompt, chosen, rejected``.
+
+    Accepts a sequence of mappings (``[{"user_id": ..., "prompt": ..., "chosen": ...,
+    "rejected": ...}, ...]``) or a column mapping whose ``records[name]`` gives one column: a
+    dict of lists, a ``pandas.DataFrame`` or a ``datasets.Dataset``. Extra columns are ignored.
+    Texts must be strings (TRL's conversational format, lists of messages, is not accepted:
+    apply a chat template first). The chosen response goes left or right by a coin of ``rng``.
+
+    Args:
+        records: the rows or columns.
+        rng: the coin for the sides.
+
+    Returns:
+        The :class:`Comparisons`.
+
+    Raises:
+        ValueError: a missing column or mismatched lengths. TypeError: a text that is not a string.
+
+    Example:
+        >>> rows = [{"user_id": "u", "prompt": "p", "chosen": "good", "rejected": "bad"}]
+        >>> ds = from_records(rows, rng=np.random.default_rng(0))
+        >>> (ds.left, ds.right)[ds.label[0]]
+        ('good',)
+    """
+    if isinstance(records, (str, bytes)):
+        raise TypeError("records must be a sequence of mappings or a column mapping, not a string")
+    if isinstance(records, Sequence) and not isinstance(records, Mapping):
+        rows = list(records)
+        if not all(isinstance(r, Mapping) for r in rows):
+            raise TypeError("a sequence of records must hold mappings (one dict per comparison)")
+        missing = sorted({c for r in rows for c in RECORD_COLUMNS if c not in r})
+        if missing:
+            raise ValueError(f"records lack the column(s) {missing} (need {list(RECORD_COLUMNS)})")
+        cols = {c: [r[c] for r in rows] for c in RECORD_COLUMNS}
+    else:
+        cols = {c: _column(records, c) for c in RECORD_COLUMNS}
+    lens = {c: len(v) for c, v in cols.items()}
+    if len(set(lens.values())) != 1:
+        raise ValueError(f"record columns have mismatched lengths: {lens}")
+    for c in ("prompt", "chosen", "rejected"):
+        bad = next((v for v in cols[c] if not isinstance(v, str)), None)
+        if bad is not None:
+            raise TypeError(
+                f"column {c!r} must hold strings, got {type(bad).__name__} (apply a chat template "
+                "to conversational records first)"
+            )
+    return from_chosen_rejected(
+        [str(u) for u in cols["user_id"]], cols["prompt"], cols["chosen"], cols["rejected"], rng=rng
+    )
+
+
+def check_finite(x: Tensor, name: str) -> None:
+    """Raise ``ValueError`` if ``x`` holds NaN or infinite values (training would reach a NaN loss).
+
+    Example:
+        >>> check_finite(torch.tensor([[1.0, float("nan")]]), "left_emb")
+        Traceback (most recent call last):
+        ...
+        ValueError: left_emb has 1 NaN or infinite value(s), first in row 0
+    """
+    bad = ~torch.isfinite(x)
+    if bad.any():
+        row = int(bad.reshape(bad.shape[0], -1).any(1).nonzero()[0, 0]) if bad.dim() else 0
+        raise ValueError(f"{name} has {int(bad.sum())} NaN or infinite value(s), first in row {row}")
+
+
 @dataclass
 class EmbeddedComparisons:
     """Comparisons as tensors: what :class:`~iclr25.methods.pal.PALEstimator` consumes.
@@ -174,6 +264,7 @@ def embed_comparisons(ds: Comparisons, encoder: object, *, joint: bool) -> Embed
         lt, rt = list(ds.left), list(ds.right)
         texts = list(dict.fromkeys(list(ds.prompt) + lt + rt))
     mat = encoder.encode(texts).float().detach()  # type: ignore[attr-defined]
+    check_finite(mat, "the encoder's embeddings")
     row = {t: i for i, t in enumerate(texts)}
 
     def take(ts: Sequence[str]) -> Tensor:

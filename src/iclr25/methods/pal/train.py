@@ -9,8 +9,11 @@ Alignment* (Chen, Chen, Rege, Wang, Vinayak; ICLR 2025; arXiv:2406.08469):
   with ``requires_grad_(False)`` and fit only the new rows of W with AdamW. The paper's
   sample-complexity argument rests on this: K numbers per user instead of d.
 
-:class:`PALEstimator` is a scikit-learn-style estimator on precomputed embeddings;
-:class:`PALTrainer` trains a :class:`~iclr25.methods.pal.PALRewardModel` from text comparisons.
+:class:`PALEstimator` is an estimator on precomputed embeddings (``get_params``/``set_params``
+and ``sklearn.base.clone`` from scikit-learn's ``BaseEstimator``; its ``fit`` takes comparison
+arrays, not ``(X, y)``, so it is not a drop-in for scikit-learn pipelines or cross-validation);
+:class:`PALTrainer` trains a :class:`~iclr25.methods.pal.PALRewardModel` from text comparisons or
+TRL-style ``prompt``/``chosen``/``rejected`` records with a ``user_id``.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from torch import nn
 
 from iclr25._core.claims import ProgressFn
 
 from .config import PALConfig
-from .data import Comparisons, EmbeddedComparisons, embed_comparisons
+from .data import Comparisons, EmbeddedComparisons, check_finite, embed_comparisons, from_records
 from .model import PALHead, PALRewardModel, preference_loss
 
 __all__ = ["PALEstimator", "PALTrainer", "as_tensor_inputs"]
@@ -37,7 +42,8 @@ def as_tensor_inputs(
     """Validate and convert array-like inputs into :class:`EmbeddedComparisons`.
 
     Raises:
-        ValueError: mismatched lengths, wrong embedding dimension, labels outside {0, 1}.
+        ValueError: mismatched lengths, wrong embedding dimension, NaN or infinite embeddings,
+            labels outside {0, 1}.
     """
     left = torch.as_tensor(np.asarray(left_emb), dtype=torch.float32)
     right = torch.as_tensor(np.asarray(right_emb), dtype=torch.float32)
@@ -50,6 +56,7 @@ def as_tensor_inputs(
             raise ValueError(f"{name} must have shape (n, {d_in}), got {tuple(x.shape)}")
         if x.shape[0] != n:
             raise ValueError(f"{name} has {x.shape[0]} rows, left_emb has {n}")
+        check_finite(x, name)
     ids = [str(u) for u in user_ids]
     if len(ids) != n:
         raise ValueError(f"{len(ids)} user ids for {n} comparisons")
@@ -129,8 +136,12 @@ def _fit_new_users(
     generator: torch.Generator,
     init: str,
     device: torch.device,
+    loss: str = "auto",
 ) -> int:
     """Register the new ids of ``data`` and fit only their W rows (everything else frozen).
+
+    ``loss`` is "hinge", "ce" or "auto" (``config.new_user_loss``, whose "auto" is the training
+    loss ``config.loss``).
 
     Returns:
         The number of trainable parameters during the fit (K x new users).
@@ -140,6 +151,10 @@ def _fit_new_users(
     if known:
         raise ValueError(f"partial_fit_new_users: ids already registered: {known[:5]}")
     k = head.config.k
+    kind = head.config.new_user_loss if loss == "auto" else loss
+    kind = head.config.loss if kind == "auto" else kind
+    if kind not in ("hinge", "ce"):
+        raise ValueError(f"loss must be 'auto', 'hinge' or 'ce', got {loss!r}")
     if init == "random":
         head.users.add_users(new, generator=generator)
     elif init == "uniform":
@@ -166,9 +181,9 @@ def _fit_new_users(
                 feats = head.user_free_features(p, left, right)
             for _ in range(steps):
                 w = head.users.mix(head.users.logits()[rows])
-                loss = preference_loss(head.logits_from_features(w, feats), y, head.config.loss)
+                objective = preference_loss(head.logits_from_features(w, feats), y, kind)
                 opt.zero_grad()
-                loss.backward()
+                objective.backward()
                 opt.step()
             head.users.partition = part
     finally:
@@ -178,8 +193,16 @@ def _fit_new_users(
     return count
 
 
-class PALEstimator:
-    """scikit-learn-style PAL on precomputed embeddings.
+class PALEstimator(BaseEstimator):
+    """PAL on precomputed embeddings, as an estimator.
+
+    It follows scikit-learn's estimator conventions where they fit comparisons: ``__init__`` only
+    stores its arguments, ``get_params``/``set_params`` and ``sklearn.base.clone`` work, ``fit``
+    returns ``self``, learned state ends in ``_``, randomness comes from ``random_state``, and an
+    unfitted estimator raises ``sklearn.exceptions.NotFittedError``. Unlike a scikit-learn
+    estimator, ``fit`` takes five arrays (prompt, left and right embeddings, labels, user ids)
+    rather than ``(X, y)``, so it does not plug into pipelines or ``cross_val_score``. For text
+    and TRL-style ``prompt``/``chosen``/``rejected`` records use :class:`PALTrainer`.
 
     Args:
         config: the model config (``variant``, ``k``, ``d_in`` ...).
@@ -254,7 +277,7 @@ class PALEstimator:
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "head_"):
-            raise RuntimeError("call fit() first")
+            raise NotFittedError("this PALEstimator is not fitted yet: call fit() first")
 
     def partial_fit_new_users(
         self,
@@ -267,6 +290,7 @@ class PALEstimator:
         steps: int | None = None,
         lr: float | None = None,
         init: str = "random",
+        loss: str = "auto",
     ) -> PALEstimator:
         """Register new users and fit only their weights (every other tensor is frozen).
 
@@ -276,6 +300,8 @@ class PALEstimator:
             steps: full-batch AdamW steps (default ``config.new_user_steps``; 0 = no fitting).
             lr: AdamW lr (default ``config.new_user_lr``).
             init: "random" (u ~ N(0, I_K)) or "uniform" (u = 0, i.e. w = 1/K).
+            loss: "hinge", "ce" (Bradley-Terry cross-entropy on the two rewards) or "auto"
+                (``config.new_user_loss``; its own "auto" is the training loss).
         """
         self._check_fitted()
         data = self._data(prompt_emb, left_emb, right_emb, label, user_ids)
@@ -287,6 +313,7 @@ class PALEstimator:
             generator=self._gen,
             init=init,
             device=torch.device(self.device),
+            loss=loss,
         )
         return self
 
@@ -330,6 +357,12 @@ class PALEstimator:
 class PALTrainer:
     """Train a :class:`PALRewardModel` from text comparisons.
 
+    Every data argument is either :class:`Comparisons` or TRL-style preference records with a
+    user id (columns ``user_id``, ``prompt``, ``chosen``, ``rejected``; a list of dicts, a dict of
+    lists, a ``pandas.DataFrame`` or a ``datasets.Dataset``), converted with
+    :func:`~iclr25.methods.pal.from_records`: the chosen response goes left or right by a coin
+    seeded from ``random_state``.
+
     With ``config.train_encoder`` (PAL-B-Large) the encoder must be an :class:`HFEncoder` built
     with ``trainable=True``; texts are then re-encoded in every batch.
 
@@ -345,6 +378,9 @@ class PALTrainer:
         >>> ds = Comparisons(["u", "v"], ["p", "q"], ["short", "a b c"], ["long one here", "a"], [1, 0])
         >>> sorted(tr.fit_seen(ds).evaluate(ds))
         ['u', 'v']
+        >>> rows = [{"user_id": "w", "prompt": "p", "chosen": "a long answer", "rejected": "a"}] * 3
+        >>> sorted(tr.fit_new_users(rows).evaluate(rows))
+        ['w']
     """
 
     def __init__(
@@ -354,12 +390,21 @@ class PALTrainer:
         self.random_state = random_state
         self.device = torch.device(device)
         self._gen = torch.Generator().manual_seed(int(random_state))
+        self._sides = np.random.default_rng([int(random_state), 505])  # coins for chosen/rejected
+
+    def _comparisons(self, data: Comparisons | Any) -> Comparisons:
+        return data if isinstance(data, Comparisons) else from_records(data, rng=self._sides)
 
     def _embed(self, ds: Comparisons) -> EmbeddedComparisons:
         return embed_comparisons(ds, self.model.encoder, joint=self.model.joint)
 
-    def fit_seen(self, ds: Comparisons) -> PALTrainer:
-        """Register the dataset's users (existing ids kept) and train the head (and encoder if set)."""
+    def fit_seen(self, data: Comparisons | Any) -> PALTrainer:
+        """Register the data's users (existing ids kept) and train the head (and encoder if set).
+
+        Args:
+            data: :class:`Comparisons` or TRL-style records with a ``user_id`` (see the class).
+        """
+        ds = self._comparisons(data)
         head, cfg = self.model.head, self.model.head.config
         head.users.add_users(ds.users(), generator=self._gen, exist_ok=True)
         head.to(self.device)
@@ -392,22 +437,33 @@ class PALTrainer:
         head.eval()
         return self
 
-    def fit_new_users(self, ds: Comparisons, epochs: int = 20, lr: float = 5e-3) -> PALTrainer:
-        """Register the dataset's (new) users and fit only their weights, ``epochs`` full-batch steps."""
+    def fit_new_users(
+        self, data: Comparisons | Any, epochs: int = 20, lr: float = 5e-3, *, loss: str = "auto"
+    ) -> PALTrainer:
+        """Register the data's (new) users and fit only their weights, ``epochs`` full-batch steps.
+
+        Args:
+            data: :class:`Comparisons` or TRL-style records with a ``user_id`` (see the class).
+            epochs: full-batch AdamW steps on the new users' weights.
+            lr: AdamW learning rate.
+            loss: "hinge", "ce" or "auto" (``config.new_user_loss``).
+        """
         _fit_new_users(
             self.model.head,
-            self._embed(ds),
+            self._embed(self._comparisons(data)),
             steps=epochs,
             lr=lr,
             generator=self._gen,
             init="random",
             device=self.device,
+            loss=loss,
         )
         return self
 
     @torch.no_grad()
-    def evaluate(self, ds: Comparisons) -> dict[str, float]:
-        """Per-user accuracy on ``ds``."""
+    def evaluate(self, data: Comparisons | Any) -> dict[str, float]:
+        """Per-user accuracy on ``data`` (:class:`Comparisons` or TRL-style records)."""
+        ds = self._comparisons(data)
         d = self._embed(ds)
         head = self.model.head.eval()
         p = None if d.prompt is None else d.prompt.to(self.device)

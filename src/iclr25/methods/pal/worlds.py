@@ -10,6 +10,10 @@ preferences) and Sec. 4 (Reddit TL;DR "summary length" personas):
   Bayes accuracy. ``n_groups=1`` is the null world (everybody shares one ideal point).
 - :func:`make_summary_length_world`: synthetic posts with a short and a long summary each;
   seen users 7 prefer longer, 3 shorter (label noise 5%); unseen users in random groups.
+- Ground-truth tools of the numeric world: :meth:`IdealPointWorld.fit_true_weights` (the
+  true-model few-shot oracle: true f*, prototypes and slope, only w fitted by maximum likelihood
+  on the simplex) and :func:`weight_recovery_error` (learned weights against w* after matching
+  prototypes with the Hungarian algorithm, ``scipy.optimize.linear_sum_assignment``).
 
 Both return :class:`~iclr25.methods.pal.Comparisons` in the common schema; the numeric world also
 returns a :class:`~iclr25.methods.pal.LookupEncoder`, so both go through the same embedding
@@ -18,6 +22,9 @@ interface.
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +39,8 @@ __all__ = [
     "length_probe_accuracy",
     "make_ideal_point_world",
     "make_summary_length_world",
+    "simplex_grid",
+    "weight_recovery_error",
 ]
 
 
@@ -54,6 +63,63 @@ def first_n_per_user(ds: Comparisons, n: int) -> Comparisons:
     return ds.select(keep)
 
 
+def simplex_grid(k: int, resolution: int) -> np.ndarray:
+    """Every point of the K-simplex whose coordinates are multiples of 1 / ``resolution``.
+
+    Args:
+        k: K, the number of coordinates.
+        resolution: the grid step is 1 / resolution.
+
+    Returns:
+        The C(resolution + K - 1, K - 1) grid points. Shape: (points, K).
+
+    Example:
+        >>> simplex_grid(3, 2).tolist()
+        [[0.0, 0.0, 1.0], [0.0, 0.5, 0.5], [0.0, 1.0, 0.0], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]
+    """
+    if k < 1 or resolution < 1:
+        raise ValueError(f"k and resolution must be >= 1, got {k}, {resolution}")
+    # Stars and bars: K - 1 bar positions among resolution + K - 1 slots give one composition.
+    rows = []
+    for bars in itertools.combinations(range(resolution + k - 1), k - 1):
+        edges = (-1, *bars, resolution + k - 1)
+        rows.append([edges[j + 1] - edges[j] - 1 for j in range(k)])
+    return np.asarray(rows, dtype=np.float64) / resolution
+
+
+def weight_recovery_error(w_hat: np.ndarray, w_true: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean absolute error of learned simplex weights against the true ones, up to a permutation.
+
+    Prototypes are only defined up to their order, so learned prototype k is first matched to a
+    true prototype by the Hungarian algorithm on the cost C[k, j] = mean_i |w_hat_ik - w*_ij|;
+    the error is then the mean over users and prototypes of the matched absolute differences.
+
+    Args:
+        w_hat: learned weights of n users (rows on the simplex).
+        w_true: true weights w* of the same users, in the same order.
+
+    Returns:
+        (mean absolute error, ``perm``) where learned prototype k is matched to true ``perm[k]``.
+
+    Shape:
+        w_hat, w_true: (n, K).
+
+    Example:
+        >>> w = np.array([[0.9, 0.1], [0.2, 0.8]])
+        >>> err, perm = weight_recovery_error(w[:, ::-1], w)
+        >>> float(err), perm.tolist()
+        (0.0, [1, 0])
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    w_hat, w_true = np.asarray(w_hat, dtype=np.float64), np.asarray(w_true, dtype=np.float64)
+    if w_hat.ndim != 2 or w_hat.shape != w_true.shape:
+        raise ValueError(f"weights must share one (n, K) shape, got {w_hat.shape} and {w_true.shape}")
+    cost = np.abs(w_hat[:, :, None] - w_true[:, None, :]).mean(0)  # (K, K): learned k vs true j
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].mean()), cols[np.argsort(rows)]
+
+
 @dataclass
 class IdealPointWorld:
     """A numeric ideal-point world (see :func:`make_ideal_point_world`).
@@ -67,6 +133,8 @@ class IdealPointWorld:
         bayes_accuracy: expected accuracy of the true model (the ceiling).
         mean_user_accuracy: expected accuracy of the true model with every user at the mean w*
             (what a homogeneous model can reach at best, roughly).
+        pref_points: f*(e) of every item, row j for item ``"i{j}"``. Shape: (n_items, d_true).
+        prototypes: the true prototypes p*_k. Shape: (K*, d_true).
     """
 
     encoder: LookupEncoder
@@ -79,6 +147,82 @@ class IdealPointWorld:
     kappa: float
     bayes_accuracy: float
     mean_user_accuracy: float
+    pref_points: np.ndarray
+    prototypes: np.ndarray
+
+    def true_weights(self, user_id: str) -> np.ndarray:
+        """w* of a user id ("s3" for seen user 3, "n7" for unseen user 7). Shape: (K*,)."""
+        table = {"s": self.w_seen, "n": self.w_unseen}.get(user_id[:1])
+        if table is None or not user_id[1:].isdigit() or int(user_id[1:]) >= len(table):
+            raise KeyError(f"unknown user id {user_id!r}")
+        return table[int(user_id[1:])]
+
+    def _items(self, ids: Sequence[str]) -> np.ndarray:
+        return self.pref_points[[int(t[1:]) for t in ids]]
+
+    def score_difference(self, weights: np.ndarray, ds: Comparisons) -> np.ndarray:
+        """Delta = ||z_l - a||^2 - ||z_r - a||^2 with a = w P*, for every comparison of ``ds``.
+
+        Delta > 0 means the right item is closer to the ideal point: P(right) = sigmoid(kappa Delta).
+
+        Args:
+            weights: one simplex point per comparison. Shape: (n, K*).
+            ds: comparisons of this world.
+
+        Returns:
+            Delta. Shape: (n,).
+        """
+        zl, zr = self._items(ds.left), self._items(ds.right)
+        a = np.asarray(weights, dtype=np.float64) @ self.prototypes  # (n, d_true): mixed after f*
+        return ((zl - a) ** 2).sum(-1) - ((zr - a) ** 2).sum(-1)
+
+    def true_model_accuracy(self, ds: Comparisons, weights: Mapping[str, np.ndarray] | None = None) -> float:
+        """Accuracy of the true model (true f*, P*, kappa) with given weights (default: the true w*).
+
+        Args:
+            ds: comparisons of this world.
+            weights: user id -> simplex weights; users not in it use their true w*.
+
+        Returns:
+            The share of comparisons where sign(Delta) matches the label.
+        """
+        table = weights or {}
+        w = np.stack([np.asarray(table[u]) if u in table else self.true_weights(u) for u in ds.user_id])
+        pred = (self.score_difference(w, ds) > 0).astype(int)
+        return float((pred == np.asarray(ds.label)).mean())
+
+    def fit_true_weights(self, ds: Comparisons, *, max_points: int = 50_000) -> dict[str, np.ndarray]:
+        """The true-model few-shot oracle: fit only each user's w from their comparisons.
+
+        With f*, P* and kappa known, Delta is affine in w, so the Bradley-Terry log-likelihood
+        sum_j log sigmoid(kappa (2 y_j - 1) Delta_j(w)) is concave on the simplex. Its maximum is
+        found on the finest simplex grid (step 1 / 60 for K* = 3) of at most ``max_points``
+        points; ties go to the first grid point. No prior is used (maximum likelihood).
+
+        Args:
+            ds: the users' training comparisons.
+            max_points: largest grid size.
+
+        Returns:
+            user id -> fitted simplex weights (K*,).
+        """
+        k = self.prototypes.shape[0]
+        res = 60
+        while res > 1 and math.comb(res + k - 1, k - 1) > max_points:
+            res -= 1
+        grid = simplex_grid(k, res)  # (g, K*)
+        gp = grid @ self.prototypes  # (g, d_true): candidate ideal points
+        ids = np.asarray(ds.user_id)
+        sign = 2.0 * np.asarray(ds.label, dtype=np.float64) - 1.0
+        zl, zr = self._items(ds.left), self._items(ds.right)
+        # Delta_j(a) = ||z_l||^2 - ||z_r||^2 - 2 a . (z_l - z_r): one column per comparison.
+        base = (zl**2).sum(-1) - (zr**2).sum(-1)
+        delta = base[None, :] - 2.0 * gp @ (zl - zr).T  # (g, n)
+        loglik = -np.logaddexp(0.0, -self.kappa * sign[None, :] * delta)  # (g, n)
+        out = {}
+        for u in dict.fromkeys(ds.user_id):
+            out[u] = grid[int(np.argmax(loglik[:, ids == u].sum(1)))]
+        return out
 
 
 def _calibrate_kappa(delta: np.ndarray, target: float) -> float:
@@ -198,6 +342,8 @@ def make_ideal_point_world(
         kappa=kappa,
         bayes_accuracy=bayes_acc,
         mean_user_accuracy=homog_acc,
+        pref_points=z,
+        prototypes=protos,
     )
 
 
