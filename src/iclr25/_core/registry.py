@@ -89,7 +89,7 @@ REGISTRY: dict[str, Entry] = {
             claim="valid sets with at most half CLM's admissibility checks, and smaller sets",
             extra="scope_gen",
             smoke_s=15.0,
-            full_s=150.0,
+            full_s=180.0,
         ),
         Entry(
             name="pal",

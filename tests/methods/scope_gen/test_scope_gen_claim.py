@@ -1,4 +1,4 @@
-"""The claim check: smoke run, the falsifier of the abstention gate, the random-score control."""
+"""The claim check: smoke run, gate statistics, the falsifier of the abstention gate, controls."""
 
 import math
 import warnings
@@ -8,7 +8,16 @@ import pytest
 
 from iclr25._core.claims import judge
 from iclr25.methods.scope_gen import QASimulator, ScopeGen, evaluate
-from iclr25.methods.scope_gen.claim import CLAIM, _oracle_call_lines, _random_scores, _tag, _variants
+from iclr25.methods.scope_gen.claim import (
+    CLAIM,
+    METRICS,
+    _oracle_call_lines,
+    _random_scores,
+    _tag,
+    _variants,
+    _worst_task_metrics,
+    run,
+)
 from iclr25.methods.scope_gen.config import ScopeGenCheckConfig
 
 
@@ -22,7 +31,13 @@ def test_smoke_runs_deterministically(smoke_runs):
     j = judge(CLAIM, "smoke", [a])
     assert j.verdict.value == "INCONCLUSIVE" and len(j.outcomes) == len(CLAIM.criteria)
     assert all(not math.isnan(o.median) for o in j.outcomes)
-    assert set(a.series) == {"coverage", "oracle_calls", "set_size"}
+    assert set(a.series) == {
+        "coverage",
+        "oracle_calls",
+        "set_size_qa",
+        "calibration_size_coverage",
+        "calibration_size_set_size",
+    }
     assert any(c.control for c in CLAIM.criteria)
 
 
@@ -51,24 +66,124 @@ def test_abstention_gate_fails_when_every_set_abstains(alpha):
         too_small = [w for w in rec if "calibration set too small" in str(w.message)]
         assert len(too_small) == (n_cal == 6)
         ev = evaluate(model, arr.qualities[test], arr.similarities[test], arr.labels[test])
-        metrics = {"scope_gen": {f"abstention_{_tag(alpha)}": ev["abstention"]}}
+        metrics = {"scope_gen": {f"max_task_abstention_{_tag(alpha)}": ev["abstention"]}}
         out[n_cal] = gate.holds(gate.statistic(metrics))
     assert out == {6: False, 300: True}
 
 
 def test_oracle_calls_figure_shows_clm_and_eager_when_they_coincide():
     metrics = {
-        "scope_gen": {"unique_calls_a30": 3.0, "unique_calls_a40": 2.5},
-        "clm": {"unique_calls_a30": 20.0, "unique_calls_a40": 20.0},
-        "eager": {"unique_calls_a30": 20.0, "unique_calls_a40": 20.0},
+        "scope_gen": {"unique_calls_qa_a30": 3.0, "unique_calls_qa_a40": 2.5},
+        "clm": {"unique_calls_qa_a30": 20.0, "unique_calls_qa_a40": 20.0},
+        "eager": {"unique_calls_qa_a30": 20.0, "unique_calls_qa_a40": 20.0},
     }
-    lines = _oracle_call_lines(metrics, ["a30", "a40"])
-    assert len(lines) == 2 and lines["scope_gen"] == [3.0, 2.5]
-    (both,) = [k for k in lines if k != "scope_gen"]
-    assert "clm" in both and "eager" in both and "coincide" in both
+    lines = _oracle_call_lines(metrics, ["a30", "a40"], ["qa"])
+    assert len(lines) == 2 and lines["scope_gen (qa)"] == [3.0, 2.5]
+    (both,) = [k for k in lines if k != "scope_gen (qa)"]
+    assert "clm" in both and "eager" in both and "coincide" in both and "qa" in both
     assert lines[both] == [20.0, 20.0]
-    metrics["eager"]["unique_calls_a40"] = 19.0  # distinct lines stay separate
-    assert set(_oracle_call_lines(metrics, ["a30", "a40"])) == {"scope_gen", "clm", "eager"}
+    metrics["eager"]["unique_calls_qa_a40"] = 19.0  # distinct lines stay separate
+    assert set(_oracle_call_lines(metrics, ["a30", "a40"], ["qa"])) == {
+        "scope_gen (qa)",
+        "clm (qa)",
+        "eager (qa)",
+    }
+
+
+def _per_task(rows: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
+    """Per-task results at α = 0.3 from ``{task: {arm: [coverage, size, abstention, unique, raw]}}``;
+    arms not given copy CLM's row."""
+    out = {}
+    for task, arms in rows.items():
+        full = {arm: arms.get(arm, arms["clm"]) for arm in ("scope_gen", "flipped", "same_alpha", "gen_only")}
+        full |= {
+            arm: arms.get(arm, arms["clm"]) for arm in ("one_split", "eager", "random_filters", "clm_k10")
+        }
+        full["clm"] = arms["clm"]
+        out[task] = {(arm, 0.3): np.array(v, dtype=float) for arm, v in full.items()}
+    return out
+
+
+def test_joint_rule_counts_tasks_that_buy_small_sets_by_undercovering():
+    """S3a's statistic counts a task as failing when the sets are larger than CLM's *or* the
+    coverage is below 1 - α - 0.03; a smaller set at too low a coverage does not pass."""
+    assert METRICS == ("coverage", "size", "abstention", "unique_calls", "raw_calls")
+    clm = [0.78, 4.0, 0.0, 20.0, 20.0]
+    per_task = _per_task(
+        {
+            "a": {
+                "clm": clm,
+                "scope_gen": [0.70, 3.0, 0.0, 5.0, 2.0],
+                "same_alpha": [0.40, 1.0, 0.0, 5.0, 2.0],
+            },
+            "b": {
+                "clm": clm,
+                "scope_gen": [0.67, 4.0, 0.0, 4.0, 2.0],
+                "same_alpha": [0.66, 2.0, 0.0, 5.0, 2.0],
+            },
+            "c": {
+                "clm": clm,
+                "scope_gen": [0.75, 4.4, 0.0, 4.0, 2.0],
+                "same_alpha": [0.72, 3.0, 0.0, 5.0, 2.0],
+            },
+        }
+    )
+    m = _worst_task_metrics(per_task, (0.3,))
+    # scope_gen: a passes; b sits exactly at the bar 0.67 with the same size (passes); c is larger.
+    assert m["scope_gen"]["tasks_failing_joint_a30"] == 1.0
+    assert m["scope_gen"]["worst_task_size_vs_clm_a30"] == pytest.approx(1.1)
+    assert m["scope_gen"]["min_task_coverage_a30"] == pytest.approx(0.67)
+    assert m["scope_gen"]["worst_task_calls_vs_clm_a30"] == pytest.approx(0.25)
+    # same_alpha: smaller sets everywhere, but a and b under-cover.
+    assert m["same_alpha"]["worst_task_size_vs_clm_a30"] < 1.0
+    assert m["same_alpha"]["tasks_failing_joint_a30"] == 2.0
+    gate, control = _criterion("S3a_smaller_sets_a30"), _criterion("S3a_control_same_alpha_a30")
+    assert not gate.holds(gate.statistic(m)) and control.holds(control.statistic(m))
+    # A CLM with no finite sets (nothing certified) makes the comparison undefined: a failure.
+    per_task["a"][("clm", 0.3)][1] = np.nan
+    m = _worst_task_metrics(per_task, (0.3,))
+    assert m["scope_gen"]["tasks_failing_joint_a30"] == 2.0
+    assert math.isnan(m["scope_gen"]["worst_task_size_vs_clm_a30"])
+
+
+def test_filter_shrinkage_gate_reads_the_worst_task():
+    clm = [0.78, 4.0, 0.0, 20.0, 20.0]
+    per_task = _per_task(
+        {
+            "a": {"clm": clm, "scope_gen": [0.7, 2.0, 0, 5, 2], "gen_only": [0.7, 4.0, 0, 3, 1]},
+            "b": {"clm": clm, "scope_gen": [0.7, 3.8, 0, 5, 2], "gen_only": [0.7, 4.0, 0, 3, 1]},
+        }
+    )
+    m = _worst_task_metrics(per_task, (0.3,))
+    assert m["scope_gen"]["worst_task_size_vs_gen_only_a30"] == pytest.approx(0.95)
+    gate = _criterion("S3b_filters_shrink_a30")
+    assert not gate.holds(gate.statistic(m))  # task b shrinks by 5% only
+
+
+def test_reports_task_runs_through_the_claim():
+    """The long-form report task (tiny LM, ROUGE oracle) end to end through the claim's run."""
+    pytest.importorskip("rouge_score")
+    cfg = ScopeGenCheckConfig(
+        tasks=("reports",),
+        n_prompts_reports=110,
+        n_cal=60,
+        n_test=40,
+        repetitions=2,
+        reports_lm_steps=20,
+        clm_n_lambdas=4,
+        calibration_sizes=(60,),
+        sensitivity_repetitions=1,
+    )
+    seen = []
+    result = run(cfg, seed=0, progress=lambda stage, done, total: seen.append(stage))
+    assert any("reports" in s for s in seen)
+    assert "coverage_reports_a30" in result.metrics["scope_gen"]
+    assert "set_size_reports" in result.series
+    assert any(n.startswith("reports: 110 prompts, 20 samples") for n in result.notes)
+    for arm in ("scope_gen", "clm", "clm_k10"):
+        assert math.isfinite(result.metrics[arm]["unique_calls_reports_a30"])
+    assert result.metrics["clm_k10"]["raw_calls_reports_a30"] == 10.0
+    assert result.metrics["clm"]["raw_calls_reports_a30"] == 20.0
 
 
 def test_random_scores_are_valid_and_blind():

@@ -112,3 +112,41 @@ def test_clm_end_to_end_and_certify():
 def test_clm_bad_arguments(kwargs):
     with pytest.raises((ValueError, TypeError)):
         CLM(**kwargs)
+
+
+def test_count_grid_is_every_integer_stop():
+    """With the first-k set score every stopping count 1..k is on the grid (k = 60: 2 and 3 too)."""
+    rng = np.random.default_rng(0)
+    q, s = rng.random((30, 60)), np.broadcast_to(np.eye(60), (30, 60, 60))
+    _, lq, lt = clm_grids(q, s, n_lambdas=25, set_score="count")
+    assert lt.tolist() == [-np.inf, *range(1, 61), np.inf]
+    assert len(lq) <= 27  # the other grids stay quantile grids
+    assert clm_grids(q, s, n_lambdas=5, set_score="max")[2].size <= 7
+
+
+@pytest.mark.parametrize("set_score", ["count", "max", "sum"])
+def test_losses_match_direct_simulation_on_odd_sizes(set_score):
+    """The packed rejection masks and the histogram stopping rule against a plain loop: n not a
+    multiple of 8, λ grids with -inf/+inf, thresholds equal to observed scores, unsorted λ_stop."""
+    arr = QASimulator(n_prompts=13, seed=5).to_arrays(7, np.random.default_rng(5))
+    q, s, lab = arr.qualities, arr.similarities, arr.labels
+    ls = np.array([-np.inf, float(np.median(s[s < 1])), 0.2, np.inf])
+    lq = np.array([-np.inf, float(q[0, 1]), 0.1])
+    lt = {"count": np.array([3.0, 1.0, np.inf, 2.0]), "max": np.array([float(q[2, 0]), 0.3, -np.inf])}
+    lt["sum"] = np.array([0.5, float(q[1, 0] + q[1, 1]), np.inf])
+    grids = (ls, lq, lt[set_score])
+    miss, cost = clm_losses(q, s, lab, grids, set_score)
+    for g, (a, b, c) in enumerate(itertools.product(*grids)):
+        for i in range(13):
+            kept, drawn = [], 0
+            for j in range(7):
+                drawn += 1
+                if q[i, j] >= b and all(s[i, j, k] <= a for k in kept):
+                    kept.append(j)
+                score = {"count": len(kept), "max": max(q[i, kept], default=-np.inf)}.get(
+                    set_score, float(np.sum(q[i, kept]))
+                )
+                if score >= c:
+                    break
+            assert miss[g, i] == (not any(lab[i, kept])), (g, i)
+            assert cost[g, i] == drawn + len(kept), (g, i)

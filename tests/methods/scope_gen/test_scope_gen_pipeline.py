@@ -202,7 +202,7 @@ def test_online_matches_protocol():
     m = ScopeGen(alpha=0.3, random_state=0).calibrate(sim.prompts[:150], sim, oracle, sim.similarity)
     assert 0 < oracle.unique_calls <= oracle.calls <= 150 * 20
     p = m.predict(170, sim, sim.similarity)
-    assert [t[0] for t in p.trace] == ["generation", "diversity", "quality"]
+    assert [t[0] for t in p.trace] == ["generation", "quality", "diversity"]  # quality first (Fig. 1)
     assert all(isinstance(y, str) for y in p.items)
 
 

@@ -43,6 +43,7 @@ from iclr25.methods.scope_gen.pipeline import BatchPrediction, PredictionSet, Sc
 from iclr25.methods.scope_gen.scores import diversity_scores, generation_scores, quality_scores
 from iclr25.methods.scope_gen.stages import filter_stage, first_admissible, generation_stage
 from iclr25.methods.scope_gen.tasks import GaussianMixtureToy, QASimulator, TaskArrays, load_arrays
+from iclr25.methods.scope_gen.text import ReportTask, RougeScore, human_oracle, rouge_oracle, rouge_similarity
 
 __all__ = [
     "CLM",
@@ -57,6 +58,8 @@ __all__ = [
     "OracleBudgetError",
     "PredictionSet",
     "QASimulator",
+    "ReportTask",
+    "RougeScore",
     "ScopeGen",
     "ScopeGenCheckConfig",
     "Similarity",
@@ -79,11 +82,14 @@ __all__ = [
     "fixed_sequence_test",
     "generation_scores",
     "generation_stage",
+    "human_oracle",
     "load_arrays",
     "min_calibration_size",
     "molecule_task",
     "pareto_front",
     "quality_order",
     "quality_scores",
+    "rouge_oracle",
+    "rouge_similarity",
     "text_similarity",
 ]

@@ -303,40 +303,130 @@ class HFGenerator:
 
     def sample(self, prompt: str, n: int, rng: np.random.Generator) -> list[str]:
         """``n`` sampled completions of ``prompt`` (seeded from ``rng``; the global RNG is restored)."""
+        return self.sample_batch([prompt], n, rng)[0]
+
+    def sample_batch(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        rng: np.random.Generator,
+        *,
+        batch_size: int = 64,
+        with_quality: bool = False,
+    ) -> Any:
+        """``n`` sampled completions of each prompt, ``batch_size`` prompts per ``generate`` call.
+
+        One seed is drawn from ``rng`` for the whole call; torch's global RNG is restored
+        afterwards. Prompts of different lengths are left-padded. Special tokens other than
+        end-of-sequence are never sampled.
+
+        Args:
+            prompts: the prompts.
+            n: completions per prompt.
+            rng: the seed source.
+            batch_size: prompts per ``generate`` call.
+            with_quality: also return each completion's :meth:`quality`, read off the raw logits
+                that ``generate`` computed anyway instead of a second forward pass. It equals
+                :meth:`quality` up to float rounding whenever the decoded text tokenises back to
+                the sampled tokens (always so for word-level tokenizers).
+
+        Returns:
+            One list of ``n`` completions per prompt; with ``with_quality``, also their qualities
+            as an array of shape ``(len(prompts), n)``.
+        """
         torch = require("torch", "scope_gen")
-        enc = self.tokenizer(prompt, return_tensors="pt").to(self.device)
+        if n < 1 or batch_size < 1:
+            raise ValueError(f"n and batch_size must be positive, got {n}, {batch_size}")
         dev = torch.device(self.device)
         forked = [dev.index or 0] if dev.type == "cuda" else []
+        out: list[list[str]] = []
+        qualities: list[np.ndarray] = []
+        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        # Special tokens other than end-of-sequence are never sampled: decoding would drop them,
+        # and the text would no longer be the sampled token sequence.
+        suppress = sorted({i for i in self.tokenizer.all_special_ids if i is not None and i != eos})
         with torch.random.fork_rng(devices=forked), torch.no_grad():
             torch.manual_seed(int(rng.integers(2**31)))
-            out = self.model.generate(
-                **enc,
-                do_sample=True,
-                num_return_sequences=n,
-                max_new_tokens=self.max_new_tokens,
-                temperature=self.temperature,
-                top_k=0,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-        new = out[:, enc["input_ids"].shape[1] :]
-        return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+            for i in range(0, len(prompts), batch_size):
+                chunk = list(prompts[i : i + batch_size])
+                enc = self.tokenizer(chunk, return_tensors="pt", padding=True).to(self.device)
+                gen = self.model.generate(
+                    **enc,
+                    do_sample=True,
+                    num_return_sequences=n,
+                    max_new_tokens=self.max_new_tokens,
+                    temperature=self.temperature,
+                    top_k=0,
+                    # Finished rows are filled with end-of-sequence tokens (dropped when decoding).
+                    pad_token_id=eos if eos is not None else pad,
+                    eos_token_id=eos,
+                    suppress_tokens=suppress or None,
+                    return_dict_in_generate=True,
+                    output_logits=with_quality,
+                )
+                new = gen.sequences[:, enc["input_ids"].shape[1] :]  # (len(chunk) * n, T), prompt-major
+                texts = [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+                out += [texts[j * n : (j + 1) * n] for j in range(len(chunk))]
+                if with_quality:
+                    logits = torch.stack(gen.logits, dim=1).float()  # (B, T, V): raw, before sampling
+                    lp = torch.log_softmax(logits, dim=-1).gather(2, new[..., None])[..., 0]  # (B, T)
+                    # The completion is every token before the first end-of-sequence token.
+                    ended = torch.cumsum((new == eos).long(), dim=1) > 0
+                    valid = (~ended & (new != pad)).float()
+                    count = valid.sum(dim=1)
+                    mean = (lp * valid).sum(dim=1) / count.clamp(min=1)
+                    q = torch.where(count > 0, mean.exp(), torch.zeros_like(mean))
+                    qualities.append(q.cpu().numpy().reshape(len(chunk), n).astype(float))
+        if with_quality:
+            return out, np.concatenate(qualities, axis=0)
+        return out
 
     def quality(self, prompt: str, items: Sequence[str]) -> np.ndarray:
         """Geometric-mean token probability of each completion given the prompt, in [0, 1]."""
+        return self.quality_batch([prompt], [items])[0]
+
+    def quality_batch(
+        self, prompts: Sequence[str], items: Sequence[Sequence[str]], *, batch_size: int = 1024
+    ) -> np.ndarray:
+        """:meth:`quality` of ``items[i]`` given ``prompts[i]`` for every prompt, batched.
+
+        Each (prompt, completion) pair is one right-padded row of a forward pass; an empty
+        completion has quality 0.
+
+        Returns:
+            The qualities, one row per prompt.
+
+        Shape:
+            -> (len(prompts), m) with ``m = len(items[i])`` for every ``i``.
+        """
         torch = require("torch", "scope_gen")
-        p_ids = self.tokenizer(prompt)["input_ids"]
-        out = np.zeros(len(items))
+        if len(prompts) != len(items) or len({len(ys) for ys in items}) > 1:
+            raise ValueError("need one list of items per prompt, all of the same length")
+        m = len(items[0]) if items else 0
+        rows = []  # (prompt ids, completion ids) per pair, prompt-major
+        for p, ys in zip(prompts, items, strict=True):
+            p_ids = self.tokenizer(p)["input_ids"]
+            rows += [
+                (p_ids, self.tokenizer(y, add_special_tokens=False)["input_ids"] if y else []) for y in ys
+            ]
+        out = np.zeros(len(rows))
+        pad = self.tokenizer.pad_token_id
         with torch.no_grad():
-            for i, y in enumerate(items):
-                y_ids = self.tokenizer(y, add_special_tokens=False)["input_ids"] if y else []
-                if not y_ids:
-                    continue
-                ids = torch.tensor([p_ids + y_ids], device=self.device)
-                logp = torch.log_softmax(self.model(ids).logits[0, :-1].float(), dim=-1)  # (L-1, V)
-                tgt = ids[0, len(p_ids) :]
-                lp = logp[len(p_ids) - 1 :].gather(1, tgt[:, None]).mean()
-                out[i] = float(lp.exp())
-        return out
+            for i in range(0, len(rows), batch_size):
+                chunk = rows[i : i + batch_size]
+                width = max(len(a) + len(b) for a, b in chunk)
+                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for r, (a, b) in enumerate(chunk):
+                    ids[r, : len(a) + len(b)] = torch.tensor(a + b)
+                    mask[r, : len(a) + len(b)] = 1
+                ids, mask = ids.to(self.device), mask.to(self.device)
+                logp = torch.log_softmax(self.model(input_ids=ids, attention_mask=mask).logits.float(), -1)
+                tok_lp = logp[:, :-1].gather(2, ids[:, 1:, None])[..., 0].cpu().numpy()  # (B, width-1)
+                for r, (a, b) in enumerate(chunk):
+                    if b:  # token t of the completion is predicted at position len(a) + t - 1
+                        out[i + r] = float(np.exp(tok_lp[r, len(a) - 1 : len(a) + len(b) - 1].mean()))
+        return out.reshape(len(prompts), m)
 
 
 class ArithmeticTask:

@@ -125,6 +125,9 @@ def clm_grids(
 ) -> Grids:
     """The λ grids: ≤ ``n_lambdas`` empirical quantiles per parameter, plus ``-inf`` and ``+inf``.
 
+    With the "count" set score the stopping grid is every integer ``1..k`` (plus ``±inf``), not
+    a subsample, so every set size up to ``k`` can be selected.
+
     Returns:
         ``(λ_sim grid, λ_qual grid, λ_stop grid)``.
 
@@ -135,26 +138,42 @@ def clm_grids(
     k = q.shape[1]
     off = s[:, ~np.eye(k, dtype=bool)]
     if set_score == "count":
-        stop = np.arange(1, k + 1, dtype=float)
+        # Every integer stopping size 1..k: subsampling them would stop CLM from ever keeping,
+        # say, exactly 2 or 3 samples when k is large.
+        stop_grid = np.concatenate([[-np.inf], np.arange(1, k + 1, dtype=float), [np.inf]])
     elif set_score == "max":
-        stop = q
+        stop_grid = _quantile_grid(q, n_lambdas)
     elif set_score == "sum":
-        stop = np.cumsum(np.sort(q, axis=1)[:, ::-1], axis=1)
+        stop_grid = _quantile_grid(np.cumsum(np.sort(q, axis=1)[:, ::-1], axis=1), n_lambdas)
     else:
         raise ValueError(f"set_score must be 'count', 'max' or 'sum', got {set_score!r}")
-    return _quantile_grid(off, n_lambdas), _quantile_grid(q, n_lambdas), _quantile_grid(stop, n_lambdas)
+    return _quantile_grid(off, n_lambdas), _quantile_grid(q, n_lambdas), stop_grid
 
 
-def _kept(q: np.ndarray, s: np.ndarray, lam_sim: np.ndarray, lam_qual: float) -> np.ndarray:
-    """Rejection sampling masks for several λ_sim at one λ_qual. Shape: -> (S, n, k)."""
+def _kept(q: np.ndarray, s: np.ndarray, lam_sim: np.ndarray, lam_qual: np.ndarray) -> np.ndarray:
+    """Rejection-sampling masks for every (λ_qual, λ_sim) pair.
+
+    Sample ``j`` is kept iff its quality is at least λ_qual and no earlier kept sample has
+    similarity above λ_sim to it (the same as "its largest similarity to a kept sample is at most
+    λ_sim", the empty case included). The masks are packed eight instances to a byte along ``n``,
+    so the sequential pass over ``j`` works on bytes.
+
+    Shape:
+        q: (n, k); s: (n, k, k); lam_sim: (S,); lam_qual: (Q,) -> (Q, S, n, k).
+    """
     n, k = q.shape
-    acc_q = q >= lam_qual  # (n, k)
-    kept = np.zeros((lam_sim.size, n, k), dtype=bool)
-    kept[:, :, 0] = acc_q[None, :, 0]
+    lam_q = np.asarray(lam_qual, dtype=float)
+    lam_s = np.asarray(lam_sim, dtype=float)
+    acc = np.packbits(q.T[:, None, :] >= lam_q[None, :, None], axis=-1)  # (k, Q, ⌈n/8⌉)
+    s_t = np.transpose(s, (1, 2, 0))  # (k, k, n): s_t[j, i, b] = s[b, j, i]
+    clash = np.packbits(s_t[:, :, None, :] > lam_s[None, None, :, None], axis=-1)  # (k, k, S, ⌈n/8⌉)
+    kept = np.zeros((k, lam_q.size, lam_s.size, acc.shape[-1]), dtype=np.uint8)
+    kept[0] = acc[0][:, None, :]
     for j in range(1, k):
-        closest = np.where(kept[:, :, :j], s[None, :, j, :j], -np.inf).max(axis=2)  # (S, n)
-        kept[:, :, j] = acc_q[None, :, j] & (closest <= lam_sim[:, None])
-    return kept
+        rejected = np.bitwise_or.reduce(kept[:j] & clash[j, :j, None], axis=0)  # (Q, S, ⌈n/8⌉)
+        kept[j] = acc[j][:, None, :] & ~rejected
+    out = np.unpackbits(kept, axis=-1, count=n).view(bool)  # (k, Q, S, n)
+    return np.ascontiguousarray(np.moveaxis(out, 0, -1))  # (Q, S, n, k)
 
 
 def _set_scores(kept: np.ndarray, q: np.ndarray, set_score: SetScore) -> np.ndarray:
@@ -190,17 +209,30 @@ def clm_losses(
     n, k = q.shape
     miss = np.empty((ls.size, lq.size, lt.size, n), dtype=bool)
     cost = np.empty((ls.size, lq.size, lt.size, n), dtype=np.int16)
-    for iq, lam_q in enumerate(lq):
-        kept = _kept(q, s, ls, lam_q)  # (S, n, k)
+    n_s, n_t = ls.size, lt.size
+    # The stopping rule is evaluated on the sorted λ_stop grid and mapped back to grid order.
+    t_order = np.argsort(lt, kind="stable")
+    t_sorted = lt[t_order]
+    offsets = (np.arange(n_s * n)[:, None] * (n_t + 1)).astype(np.int64)  # (S·n, 1)
+    kept_all = _kept(q, s, ls, lq)  # (Q, S, n, k)
+    for iq in range(lq.size):
+        kept = kept_all[iq]  # (S, n, k)
         n_kept = kept.cumsum(axis=-1)  # (S, n, k)
         score = _set_scores(kept, q, set_score)  # (S, n, k), nondecreasing in k
-        # Samples drawn: the first j with score_j >= λ_stop, else k.
-        drawn = np.minimum((score[None] < lt[:, None, None, None]).sum(axis=-1) + 1, k)  # (T, S, n)
-        size = np.take_along_axis(n_kept[None], (drawn - 1)[..., None], axis=-1)[..., 0]  # (T, S, n)
+        # Samples drawn: the first j with score_j >= λ_stop, else k, i.e. 1 + #{j: score_j < λ_stop}.
+        # With r_j = #{thresholds <= score_j}, score_j < t_i exactly when r_j <= i (sorted t), so
+        # the counts for every threshold are a cumulative histogram of r: O(S·n·(k + T)).
+        r = np.searchsorted(t_sorted, score.reshape(n_s * n, k), side="right")  # (S·n, k) in 0..T
+        hist = np.bincount((offsets + r).ravel(), minlength=n_s * n * (n_t + 1))
+        below = hist.reshape(n_s, n, n_t + 1).cumsum(axis=-1)[..., :n_t]  # (S, n, T) sorted order
+        drawn_sorted = np.minimum(below + 1, k)
+        drawn = np.empty_like(drawn_sorted)
+        drawn[..., t_order] = drawn_sorted  # (S, n, T) in grid order
+        size = np.take_along_axis(n_kept, drawn - 1, axis=-1)  # (S, n, T)
         hit = kept & lab[None]
         first = np.where(hit.any(axis=-1), hit.argmax(axis=-1), k)  # (S, n)
-        miss[:, iq] = np.moveaxis(first[None] >= drawn, 0, 1)
-        cost[:, iq] = np.moveaxis(drawn + size, 0, 1)
+        miss[:, iq] = np.moveaxis(first[..., None] >= drawn, -1, 1)  # (S, T, n)
+        cost[:, iq] = np.moveaxis(drawn + size, -1, 1)
     return miss.reshape(-1, n).astype(np.float32), cost.reshape(-1, n).astype(np.float32)
 
 
@@ -379,7 +411,7 @@ class CLM:
             zeros = np.zeros(b, dtype=int)
             return BatchPrediction(np.zeros((b, k), dtype=int), zeros, np.ones(b, dtype=bool), zeros[:, None])
         lam_s, lam_q, lam_t = self.config_
-        kept = _kept(q, s, np.array([lam_s]), lam_q)[0]  # (B, k)
+        kept = _kept(q, s, np.array([lam_s]), np.array([lam_q]))[0, 0]  # (B, k)
         score = _set_scores(kept, q, self.set_score)  # the same set score as at calibration
         drawn = np.minimum((score < lam_t).sum(axis=1) + 1, k)
         inside = kept & (np.arange(k)[None, :] < drawn[:, None])

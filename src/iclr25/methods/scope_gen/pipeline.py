@@ -117,8 +117,10 @@ class ScopeGen:
     """SCOPE-Gen prediction sets with sequential greedy filtering.
 
     Args:
-        stages: the calibrated stages in order; "generation" first, then any of "diversity" and
-            "quality" (each at most once).
+        stages: the calibrated stages in order; "generation" first, then any of "quality" and
+            "diversity" (each at most once). The default puts the quality filter first, as in
+            Fig. 1 of the paper; the official code also runs the flipped order
+            ("generation", "diversity", "quality").
         generation_score: "count", "sum" or "max" (Sec. 4).
         alpha: total miscoverage α in (0, 1).
         alpha_parts: chunks of ``log(1-α)`` per stage (default 3:1:1).
@@ -155,7 +157,7 @@ class ScopeGen:
 
     def __init__(
         self,
-        stages: Sequence[str] = ("generation", "diversity", "quality"),
+        stages: Sequence[str] = ("generation", "quality", "diversity"),
         generation_score: GenerationScore = "count",
         alpha: float = 0.3,
         alpha_parts: Sequence[int] = (3, 1, 1),
