@@ -1,13 +1,15 @@
 """The scikit-learn estimator: inputs, errors, determinism, clone, estimator checks, loaders."""
 
 import math
+import warnings
 
 import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.cluster import MiniBatchKMeans
+from sklearn.cluster import MiniBatchKMeans, SpectralClustering
+from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -19,6 +21,7 @@ from iclr25.methods.coreset_sc import (
     load_graph,
     sbm,
 )
+from iclr25.methods.coreset_sc.estimator import auto_n_neighbors
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +149,43 @@ def test_feature_input_nearest_neighbors():
     assert est.n_features_in_ == 2
 
 
+def test_make_blobs_nearest_neighbors_first_try_clusters():
+    # The first try: blobs, a kNN graph, ratio 0.3. With sklearn's fixed n_neighbors=10 the coreset keeps
+    # ≈ 3 neighbours per vertex, its graph falls into dozens of components and ARI was 0.01–0.2.
+    X, y = make_blobs(n_samples=1000, centers=5, random_state=0)
+    sk_labels = SpectralClustering(5, affinity="nearest_neighbors", random_state=0).fit_predict(X)
+    sk = adjusted_rand_score(y, sk_labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the density warning must not fire
+        aris = [
+            adjusted_rand_score(
+                y,
+                CoresetSpectralClustering(5, coreset_ratio=0.3, affinity="nearest_neighbors", random_state=r)
+                .fit(X)
+                .labels_,
+            )
+            for r in range(3)
+        ]
+    assert np.median(aris) >= sk - 0.1  # sklearn on the whole graph: 0.885; ours 0.76–0.84
+    with pytest.warns(UserWarning, match="n_neighbors=None"):
+        old = CoresetSpectralClustering(
+            5, coreset_ratio=0.3, affinity="nearest_neighbors", n_neighbors=10, random_state=0
+        ).fit_predict(X)
+    assert adjusted_rand_score(y, old) < 0.3
+
+
+def test_auto_n_neighbors():
+    X = np.random.RandomState(0).normal(size=(200, 2))
+    est = CoresetSpectralClustering(2, coreset_ratio=0.2, affinity="nearest_neighbors", random_state=0).fit(X)
+    assert est.n_neighbors_ == auto_n_neighbors(200, 0.2) == 41  # ⌈8/0.2⌉ + 1
+    assert auto_n_neighbors(200, 0.2, coreset_size=100) == 17
+    assert auto_n_neighbors(200, 1.0) == 10 and auto_n_neighbors(20, 0.01) == 19
+    est = CoresetSpectralClustering(2, coreset_ratio=0.2, affinity="nearest_neighbors", n_neighbors=5)
+    assert est.fit(X).n_neighbors_ == 5
+    with pytest.raises(ValueError, match="n_neighbors"):
+        CoresetSpectralClustering(2, affinity="nearest_neighbors", n_neighbors=0).fit(X)
+
+
 @parametrize_with_checks(
     [
         CoresetSpectralClustering(
@@ -155,6 +195,33 @@ def test_feature_input_nearest_neighbors():
     expected_failed_checks=lambda est: {},
 )
 def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+# With a precomputed graph the estimator validates X as an adjacency (square, symmetric, non-negative,
+# positive diagonal); these checks feed feature matrices or random sparse matrices instead.
+_PRECOMPUTED_FAILS = {
+    "check_clustering": "feeds a (50, 2) feature matrix; a precomputed graph must be square",
+    "check_fit2d_1sample": "feeds a 1×10 matrix; the 'not square' error names no sample count",
+}
+_NO_DIAGONAL = "random sparse matrices have empty diagonals: self_loops='require' raises"
+_REQUIRE_FAILS = {
+    **_PRECOMPUTED_FAILS,
+    "check_estimator_sparse_array": _NO_DIAGONAL,
+    "check_estimator_sparse_matrix": _NO_DIAGONAL,
+    "check_estimator_sparse_tag": _NO_DIAGONAL,
+    "check_fit2d_1feature": "a 10×1 matrix is read as a graph with one vertex and no self-loop",
+}
+
+
+@parametrize_with_checks(
+    [
+        CoresetSpectralClustering(n_clusters=3, coreset_ratio=0.5, random_state=0),
+        CoresetSpectralClustering(n_clusters=3, coreset_ratio=0.5, self_loops="add", random_state=0),
+    ],
+    expected_failed_checks=lambda est: _REQUIRE_FAILS if est.self_loops == "require" else _PRECOMPUTED_FAILS,
+)
+def test_sklearn_estimator_checks_precomputed(estimator, check):
     check(estimator)
 
 

@@ -168,3 +168,28 @@ def test_seeding_rejects_bad_k_prime(graph200):
     A = random_graph(10, 0.3, seed=0)
     with pytest.warns(UserWarning, match="clipped"):  # this small graph's kernel is indefinite
         assert sparse_kernel_seeding(A, 10, random_state=0).seeds.size == 11
+
+
+def test_sample_coreset_with_explicit_probabilities(graph200):
+    d = degrees(graph200)
+    seeding = sparse_kernel_seeding(graph200, 10, random_state=0)
+    p = sampling_probabilities(d, seeding, "smoothed")
+    a = sample_coreset(d, seeding, 80, random_state=3)
+    b = sample_coreset(d, seeding, 80, probabilities=p, random_state=3)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    # a permuted distribution (the claim's C3 control): weights stay d_v/(m p_v) for the p drawn from
+    q = p[np.random.RandomState(0).permutation(200)]
+    idx, w = sample_coreset(d, seeding, 80, probabilities=q, random_state=3)
+    draws = np.minimum(
+        np.searchsorted(
+            np.cumsum(q), np.random.RandomState(3).uniform(0.0, np.cumsum(q)[-1], 80), side="right"
+        ),
+        199,
+    )
+    counts = np.bincount(draws, minlength=200)
+    np.testing.assert_allclose(w, counts[idx] * d[idx] / (80 * q[idx]), rtol=1e-13)
+    with pytest.raises(ValueError, match="distribution"):
+        sample_coreset(d, seeding, 80, probabilities=p[:-1], random_state=0)
+    with pytest.raises(ValueError, match="distribution"):
+        sample_coreset(d, seeding, 80, probabilities=2 * p, random_state=0)

@@ -84,7 +84,7 @@ def test_auto_spectral_backend_fixes_ratio_one_on_a_noisy_graph():
     assert adjusted_rand_score(y, est.labels_) >= 0.9  # power: 0.39–0.47 on this graph
     from iclr25.methods.coreset_sc.estimator import resolve_spectral_backend
 
-    assert resolve_spectral_backend("auto", 10**6, 100) == "power"
+    assert resolve_spectral_backend("auto", 10**6, 100) == "power_normalized"
     with pytest.raises(ValueError, match="spectral_backend"):
         CoresetSpectralClustering(2, spectral_backend="lanczos").fit(A)
 

@@ -71,9 +71,29 @@ class CoresetSCConfig:
         source="deviation: time",
     )
     dc_n_per: int = param(
-        200, doc="block size of the degree-corrected SBM report", source="deviation: report only"
+        500,
+        doc="block size of the degree-corrected SBM of C3 (the sampling ablation)",
+        source="deviation: CPU scale; chosen with dc_p so that dc_coreset_ratio × mean degree ≈ 8",
     )
-    dc_k: int = param(20, doc="blocks of the degree-corrected SBM report", source="deviation: report only")
+    dc_k: int = param(20, doc="blocks of the degree-corrected SBM of C3", source="deviation: CPU scale")
+    dc_p: float = param(
+        0.24,
+        doc="intra-block edge probability of the C3 graph (mean degree ≈ 82 after deduplication)",
+        source="deviation: density rule, dc_coreset_ratio × mean degree ≈ 8",
+    )
+    dc_inter_degree: float = param(
+        2.0,
+        doc="expected inter-block edges per vertex of the C3 graph (q = dc_inter_degree / n)",
+        source="deviation: about the C1 design's noise level (q = 1/(n_per·k))",
+    )
+    dc_theta_sigma: float = param(
+        1.0,
+        doc="log-standard deviation of the degree parameters θ of the C3 graph (E[θ²]/E[θ]² = e^{σ²})",
+        source="deviation: heterogeneous degrees, the case degree-weighted sampling is built for",
+    )
+    dc_coreset_ratio: float = param(
+        0.1, doc="coreset ratio on the C3 graph", source="deviation: the density rule at its mean"
+    )
     digits: bool = param(
         True, doc="also report ARI on the load_digits kNN graph", source="deviation: report only"
     )
@@ -102,6 +122,10 @@ class CoresetSCConfig:
             raise ValueError(f"q must be in [0, 1] or None, got {self.q}")
         if not 0.0 < self.coreset_ratio <= 1.0:
             raise ValueError(f"coreset_ratio must be in (0, 1], got {self.coreset_ratio}")
+        if not 0.0 < self.dc_coreset_ratio <= 1.0:
+            raise ValueError(f"dc_coreset_ratio must be in (0, 1], got {self.dc_coreset_ratio}")
+        if not 0.0 <= self.dc_p <= 1.0 or self.dc_inter_degree < 0 or self.dc_theta_sigma < 0:
+            raise ValueError("dc_p must be a probability; dc_inter_degree and dc_theta_sigma non-negative")
         if self.oversampling <= 0:
             raise ValueError(f"oversampling must be positive, got {self.oversampling}")
         if self.shift < 0:

@@ -31,10 +31,12 @@ from iclr25.methods.coreset_sc.spectral import fast_spectral_clustering
 __all__ = ["CoresetSpectralClustering"]
 
 _SAMPLINGS = ("smoothed", "sensitivity", "uniform", "degree")
+_SPECTRAL_BACKENDS = ("power", "power_normalized", "eigsh")
 _NUMBA_MIN_N = 200_000
-# spectral_backend="auto": eigsh while |C|·k is at most this (measured on 2 cores: eigsh takes 1.4 s on
-# a 2·10⁴-vertex graph with k = 100), the power method above it.
-_EIGSH_MAX_SIZE = 2_000_000
+# spectral_backend="auto": eigsh while |C|·k² is at most this, the power method with unit rows above it.
+# The k-means on the k-dimensional eigsh embedding dominates (|C|·k² per Lloyd step): on 2 shared cores
+# it took 4.7 s for |C| = 1900, k = 100 (|C|·k² ≈ 1.9·10⁷) against 0.6 s for eigsh itself.
+_EIGSH_MAX_WORK = 10_000_000
 # The density rule of the README: coreset_ratio × intra-cluster degree ≳ 8 coreset neighbours per vertex.
 _MIN_CORESET_NEIGHBOURS = 8.0
 
@@ -43,29 +45,29 @@ def resolve_spectral_backend(backend: str, n: int, n_clusters: int) -> str:
     """The spectral backend to use for a graph of ``n`` vertices and ``n_clusters`` clusters.
 
     Args:
-        backend: ``"auto"``, ``"power"`` or ``"eigsh"``.
+        backend: ``"auto"``, ``"power"``, ``"power_normalized"`` or ``"eigsh"``.
         n: vertices of the graph that is clustered spectrally (the coreset graph, or G at ratio 1).
         n_clusters: k.
 
     Returns:
-        ``"eigsh"`` or ``"power"``; ``"auto"`` picks ``"eigsh"`` when ``n·k ≤ 2·10⁶`` (cheap there, and
-        exact where the O(log k)-vector power method loses accuracy on noisy graphs).
+        The backend; ``"auto"`` picks ``"eigsh"`` when ``n·k² ≤ 10⁷`` (cheap there, and exact where the
+        O(log k)-vector power method loses accuracy on noisy graphs), else ``"power_normalized"``.
 
     Raises:
         ValueError: unknown backend.
 
     Example:
         >>> resolve_spectral_backend("auto", 1000, 10), resolve_spectral_backend("auto", 10**6, 100)
-        ('eigsh', 'power')
+        ('eigsh', 'power_normalized')
     """
-    if backend not in ("auto", "power", "eigsh"):
-        raise ValueError(f"spectral_backend must be 'auto', 'power' or 'eigsh', got {backend!r}")
+    if backend not in ("auto", *_SPECTRAL_BACKENDS):
+        raise ValueError(f"spectral_backend must be 'auto' or one of {_SPECTRAL_BACKENDS}, got {backend!r}")
     if backend == "auto":
-        return "eigsh" if n * n_clusters <= _EIGSH_MAX_SIZE else "power"
+        return "eigsh" if n * n_clusters**2 <= _EIGSH_MAX_WORK else "power_normalized"
     return backend
 
 
-def _warn_if_sparse_coreset(A: sp.csr_array, m: int) -> None:
+def _warn_if_sparse_coreset(A: sp.csr_array, m: int, *, knn: bool = False) -> None:
     """Warn when ``m/n × (mean neighbours per vertex) < 8``, the README's coreset density rule.
 
     The neighbour count includes inter-cluster edges, so it bounds the intra-cluster degree from
@@ -80,10 +82,39 @@ def _warn_if_sparse_coreset(A: sp.csr_array, m: int) -> None:
             f"the coreset is too sparse to label the graph reliably: {m} draws for {n} vertices with "
             f"{n_neighbours:.1f} neighbours on average give {expected:.2f} expected coreset neighbours per "
             f"vertex (< {_MIN_CORESET_NEIGHBOURS:g}; rule: coreset_ratio × intra-cluster degree ≳ 8). "
-            f"Use coreset_ratio ≥ {need:.3g}, or more if clusters have many outside edges",
+            f"Use coreset_ratio ≥ {need:.3g}, or more if clusters have many outside edges"
+            + (
+                "; or leave n_neighbors=None, which builds a kNN graph dense enough for the coreset"
+                if knn
+                else ""
+            ),
             UserWarning,
             stacklevel=3,
         )
+
+
+def auto_n_neighbors(n: int, coreset_ratio: float, coreset_size: int | None = None) -> int:
+    """The kNN graph's ``n_neighbors`` for ``n_neighbors=None``: enough neighbours for the coreset.
+
+    A coreset of m draws keeps about ``m/n × n_neighbors`` coreset neighbours per vertex of a kNN graph,
+    and the density rule asks for ≳ 8, so ``n_neighbors = max(10, ⌈8n/m⌉ + 1)`` (the + 1 because
+    ``kneighbors_graph(include_self=True)`` counts the vertex itself), at most ``n − 1``.
+
+    Args:
+        n: number of samples.
+        coreset_ratio: m/n.
+        coreset_size: m, overrides ``coreset_ratio`` when given.
+
+    Returns:
+        The number of neighbours, in ``[1, max(n − 1, 1)]``.
+
+    Example:
+        >>> auto_n_neighbors(1000, 0.3), auto_n_neighbors(1000, 1.0), auto_n_neighbors(50, 0.01)
+        (28, 10, 49)
+    """
+    m = coreset_size if coreset_size is not None else math.floor(float(coreset_ratio) * n)
+    want = 10 if m >= n else max(10, math.ceil(_MIN_CORESET_NEIGHBOURS * n / max(m, 1)) + 1)
+    return max(1, min(want, n - 1))
 
 
 def _is_networkx(X: Any) -> bool:
@@ -116,10 +147,21 @@ class _CoresetMixin:
                 self, X, accept_sparse=["csr", "csc", "coo"], dtype=np.float64, ensure_min_samples=2
             )
             n_neighbors = self.n_neighbors
-            if not isinstance(n_neighbors, numbers.Integral) or n_neighbors < 1:
-                raise ValueError(f"n_neighbors must be a positive integer, got {n_neighbors!r}")
+            if n_neighbors is None:
+                ratio, size = self.coreset_ratio, self.coreset_size
+                valid = isinstance(ratio, numbers.Real) and 0.0 < float(ratio) <= 1.0
+                valid &= size is None or (isinstance(size, numbers.Integral) and size >= 1)
+                # Invalid sizes are reported by _check_common; build the graph with sklearn's 10 here.
+                n_neighbors = auto_n_neighbors(X.shape[0], float(ratio), size) if valid else 10
+            elif (
+                not isinstance(n_neighbors, numbers.Integral)
+                or isinstance(n_neighbors, bool)
+                or n_neighbors < 1
+            ):
+                raise ValueError(f"n_neighbors must be a positive integer or None, got {n_neighbors!r}")
+            self.n_neighbors_ = min(int(n_neighbors), X.shape[0] - 1) or 1
             # As sklearn's SpectralClustering: symmetrised kNN connectivity with self included.
-            C = kneighbors_graph(X, n_neighbors=min(int(n_neighbors), X.shape[0] - 1) or 1, include_self=True)
+            C = kneighbors_graph(X, n_neighbors=self.n_neighbors_, include_self=True)
             A = check_adjacency(0.5 * (C + C.T), self_loops="require")
         elif affinity == "precomputed":
             if _is_networkx(X):
@@ -228,20 +270,28 @@ class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
             seeding distances non-negative (with σ = 0 negative ones are clipped to 0 with a warning).
             σ does not change the labelling rule (it adds the same cost to every choice), but it puts
             ``σ w_a²/d_a`` on the diagonal of the coreset graph, which flattens its spectrum: on
-            ``sbm(200, 10, 0.5, 1/2000)`` at ratio 0.1, median ARI over 5 seeds is 0.99 at σ = 0 and
-            σ = 0.1 and 0.50 at σ = 1 with ``"power"`` (0.80 with ``"eigsh"``; the official code 0.52).
-            Keep the default σ = 0 unless the clipping warning matters to you.
+            ``sbm(200, 10, 0.5, 1/2000)`` at ratio 0.1, median ARI over 5 seeds is 0.99, 1.0 and 0.50
+            at σ = 0, 0.1 and 1 with ``spectral_backend="power"`` (the official code: 0.99, 0.86,
+            0.52), and 1.0, 1.0 and 0.999 with the default backend.
         sampling: coreset distribution: ``"smoothed"``, ``"sensitivity"``, ``"uniform"`` or ``"degree"``.
-        spectral_backend: ``"power"`` (the paper's fast SC, O(log k) vectors), ``"eigsh"`` (top-k
-            eigenvectors) or ``"auto"`` (``"eigsh"`` while |C|·k ≤ 2·10⁶, else ``"power"``). The power
-            method loses accuracy on noisy graphs: at ``coreset_ratio=1.0`` on ``sbm(100, 20, 0.1,
-            0.005)`` it gives ARI 0.39–0.47 where ``"eigsh"``/``"auto"`` give 0.99; on clean SBMs k-means
-            on the eigsh embedding sometimes merges two clusters (median ARI 0.87 against 0.99 for power
-            on ``sbm(200, 10, 0.5, 1/2000)`` at ratio 0.1), so ``"power"`` stays the default.
+        spectral_backend: ``"auto"`` (``"eigsh"`` while |C|·k² ≤ 10⁷, else ``"power_normalized"``),
+            ``"power"`` (the paper's fast SC: O(log k) vectors, k-means on the raw rows; 7 columns at
+            k = 100), ``"power_normalized"`` (the same vectors, rows scaled to unit length before
+            k-means) or ``"eigsh"`` (exact top-k eigenvectors, rows normalised; k-means on k columns).
+            Raw power-method rows lie on rays whose length follows the coreset degree, and k-means cuts
+            rays: on the claim's SBM at ratio 0.1 ``"power"`` gives ARI 0.89–0.96 where unit rows give
+            0.99–1.0. The power method also loses accuracy on noisy graphs: at ``coreset_ratio=1.0`` on
+            ``sbm(100, 20, 0.1, 0.005)`` it gives ARI 0.39–0.49 (0.46–0.58 with unit rows) where
+            ``"eigsh"`` gives 0.99 (as sklearn's ``SpectralClustering``), and on kNN graphs of
+            features, where the gap below the k-th eigenvalue is small.
         kmeans: k-means estimator to clone for the embedding (default ``KMeans(n_clusters, n_init=10)``).
         self_loops: ``"require"`` (raise when a diagonal entry is ≤ 0) or ``"add"`` (set a unit diagonal).
         affinity: ``"precomputed"`` (X is an adjacency or networkx graph) or ``"nearest_neighbors"``.
-        n_neighbors: k of the kNN graph for ``affinity="nearest_neighbors"``.
+        n_neighbors: k of the kNN graph for ``affinity="nearest_neighbors"``; ``None`` (default) picks
+            ``max(10, ⌈8n/m⌉ + 1)`` for m coreset draws, so that the coreset keeps ≈ 8 neighbours of
+            every vertex (see :func:`auto_n_neighbors`). sklearn's fixed 10 suits the whole graph, not a
+            coreset: at ratio 0.3 it leaves 3 coreset neighbours per vertex and the coreset graph falls
+            apart into dozens of components (ARI ≈ 0.01–0.3 on ``make_blobs``).
         backend: seeding loops: ``"auto"`` (numba when installed and n ≥ 2·10⁵), ``"numpy"`` or ``"numba"``;
             identical output.
         random_state: seeds every random step (seeding, sampling, Gaussian vectors, k-means).
@@ -257,6 +307,7 @@ class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
         degrees_: vertex degrees, shape (n,).
         n_kernel_evals_: kernel-distance evaluations during seeding.
         spectral_backend_: the spectral backend used (``"auto"`` resolved).
+        n_neighbors_: neighbours of the kNN graph (``affinity="nearest_neighbors"`` only).
         affinity_matrix_: the validated adjacency.
 
     References:
@@ -279,11 +330,11 @@ class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
         oversampling: float = 2.0,
         shift: float = 0.0,
         sampling: str = "smoothed",
-        spectral_backend: str = "power",
+        spectral_backend: str = "auto",
         kmeans: Any = None,
         self_loops: str = "require",
         affinity: str = "precomputed",
-        n_neighbors: int = 10,
+        n_neighbors: int | None = None,
         backend: str = "auto",
         random_state: Any = None,
     ) -> None:
@@ -333,11 +384,16 @@ class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
             graph = sp.csr_array(A + sp.dia_array(((float(self.shift) * d)[None, :], [0]), shape=A.shape))
             core = _Coreset(None, idx, d.copy(), graph)
         else:
-            _warn_if_sparse_coreset(A, m)
+            _warn_if_sparse_coreset(A, m, knn=self.affinity == "nearest_neighbors")
             core = self._build_coreset(A, d, s, k, k_prime, m, rng)
         self.spectral_backend_ = resolve_spectral_backend(self.spectral_backend, core.indices.size, k)
         coreset_labels = fast_spectral_clustering(
-            core.graph, k, kmeans=self.kmeans, backend=self.spectral_backend_, random_state=rng
+            core.graph,
+            k,
+            kmeans=self.kmeans,
+            backend="eigsh" if self.spectral_backend_ == "eigsh" else "power",
+            normalize_rows=self.spectral_backend_ != "power",
+            random_state=rng,
         )
         self._store(A, d, core, coreset_labels)
         labels, dist = label_full_graph(

@@ -136,9 +136,9 @@ def load_graph(path: str | Path, *, self_loops: bool = True) -> sp.csr_array:
         A symmetric float64 ``csr_array``.
 
     Example:
-        >>> import tempfile, os
-        >>> f = os.path.join(tempfile.mkdtemp(), "g.txt")
-        >>> _ = open(f, "w").write("0 1\\n1 2\\n")
+        >>> import tempfile
+        >>> f = Path(tempfile.mkdtemp()) / "g.txt"
+        >>> _ = f.write_text("0 1\\n1 2\\n")
         >>> load_graph(f).shape
         (3, 3)
     """

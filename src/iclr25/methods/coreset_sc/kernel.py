@@ -32,7 +32,7 @@ INDEFINITE_MESSAGE = (
     "negative squared kernel distances were clipped to 0: the kernel D⁻¹AD⁻¹ is indefinite for this "
     "graph. The clipping only affects D² seeding probabilities and is usually harmless; shift=1.0 makes "
     "K positive semi-definite and removes it without changing the labelling rule, but it adds σw²/d to "
-    "the coreset graph's diagonal, which can lower accuracy (keep shift=0 unless clipping matters)"
+    "the coreset graph's diagonal, which lowers accuracy with spectral_backend='power'"
 )
 
 
@@ -77,7 +77,7 @@ def check_adjacency(A: Any, *, self_loops: Literal["require", "add"] = "require"
     if not np.all(np.isfinite(M.data)):
         raise ValueError("adjacency contains NaN or infinite weights")
     if np.any(M.data < 0):
-        raise ValueError("adjacency has negative weights; edge weights must be non-negative")
+        raise ValueError("Negative values in data: adjacency weights must be non-negative")
     M.eliminate_zeros()
     if M.nnz == 0:
         raise ValueError("adjacency is empty (no edges)")

@@ -296,6 +296,7 @@ def sample_coreset(
     size: int,
     *,
     sampling: Sampling = "smoothed",
+    probabilities: np.ndarray | None = None,
     random_state: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draw ``size`` vertices i.i.d. from :func:`sampling_probabilities`, weight and merge them.
@@ -308,6 +309,9 @@ def sample_coreset(
         seeding: the seeding result.
         size: m, the number of draws.
         sampling: see :func:`sampling_probabilities`.
+        probabilities: a distribution ``p`` over the vertices to draw from instead (shape (n,),
+            positive where it can be drawn, summing to 1); ``sampling`` is then ignored. Weights stay
+            ``d_v/(m p_v)``, so the coreset is unbiased for any ``p``.
         random_state: seed, ``np.random.RandomState`` or None.
 
     Returns:
@@ -325,7 +329,12 @@ def sample_coreset(
         raise ValueError(f"coreset size must be ≥ 1, got {size}")
     rng = check_random_state(random_state)
     d = np.asarray(d, dtype=np.float64)
-    p = sampling_probabilities(d, seeding, sampling)
+    if probabilities is None:
+        p = sampling_probabilities(d, seeding, sampling)
+    else:
+        p = np.asarray(probabilities, dtype=np.float64)
+        if p.shape != d.shape or np.any(p < 0) or not np.isclose(p.sum(), 1.0):
+            raise ValueError(f"probabilities must be a distribution of shape {d.shape}")
     cdf = np.cumsum(p)
     draws = np.searchsorted(cdf, rng.uniform(0.0, cdf[-1], size=size), side="right")
     draws = np.minimum(draws, d.size - 1)

@@ -8,6 +8,18 @@ NeurIPS 2023 (arXiv 2310.10939).
 Implements: ``M = ½(I + D^{-1/2} A D^{-1/2})``; ``l = min(k, ⌈log₂ k⌉)`` Gaussian vectors; ``t``
 products ``Y ← MY`` with the trivial eigenvector ``D^{1/2}1/‖D^{1/2}1‖`` projected out after every
 product; k-means on the rows of ``Y`` (no normalisation).
+
+The ``eigsh`` backend (not the paper's step) takes the exact top-k eigenvectors instead. A graph with
+c connected components has the eigenvalue 1 c times over, with eigenvectors ``D^{1/2}1_{S_i}`` (one
+per component ``S_i``); Lanczos started from one vector finds a single vector of an exactly repeated
+eigenvalue, so ``eigsh`` alone returned a wrong subspace on coreset graphs where a few planted clusters
+have no coreset edge to the rest (ARI 0.45 and 0.83 instead of 1.0 on the claim's graph). The
+component vectors are therefore written down exactly and Lanczos runs on ``N`` with them deflated.
+k-means then runs on the row-normalised eigenvectors (Ng, Jordan and Weiss, 2002): rows of ``U`` lie
+on rays of length ``√(d_v/vol(S))``, and with the spread of degrees in a coreset graph k-means on the
+raw rows sometimes cut a ray in two and merged two clusters. The rows of the power-method embedding lie
+on such rays too; ``normalize_rows=True`` normalises them as well (not the paper's step: on the claim's
+SBM it raises the ARI from 0.89–0.92 to 0.99–1.0, on its degree-corrected SBM from 0.72–0.78 to 0.95).
 """
 
 from __future__ import annotations
@@ -17,7 +29,8 @@ from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import eigsh
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.base import clone
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
@@ -81,7 +94,12 @@ def power_method_embedding(
 
 
 def eigsh_embedding(A: Any, n_vectors: int, *, random_state: Any = None) -> np.ndarray:
-    """The top ``n_vectors`` eigenvectors of ``M`` (equivalently of ``D^{-1/2}AD^{-1/2}``).
+    """The top ``n_vectors`` eigenvectors of ``M`` (equivalently of ``N = D^{-1/2}AD^{-1/2}``).
+
+    The eigenvalue 1 of a graph with c connected components has the c eigenvectors
+    ``D^{1/2}1_{S_i}/‖·‖``; they are built exactly (the ones of largest volume when c ≥ ``n_vectors``)
+    and ``eigsh`` finds the rest on ``N − 3·Σ_i u_i u_iᵀ``, whose top eigenvalues are those of ``N``
+    below 1. A single Lanczos run misses copies of an exactly repeated eigenvalue.
 
     Args:
         A: symmetric non-negative adjacency, shape (n, n).
@@ -97,14 +115,35 @@ def eigsh_embedding(A: Any, n_vectors: int, *, random_state: Any = None) -> np.n
         (5, 2)
     """
     rng = check_random_state(random_state)
-    N, _ = _normalized(sp.csr_array(A, dtype=np.float64))
+    A = sp.csr_array(A, dtype=np.float64)
+    N, _ = _normalized(A)
     n = N.shape[0]
     if n_vectors >= n - 1:
         vals, vecs = np.linalg.eigh(N.toarray())
-    else:
+        order = np.argsort(-vals, kind="stable")[:n_vectors]
+        return vecs[:, order]
+    n_comp, comp = connected_components(N, directed=False)
+    if n_comp == 1:
         vals, vecs = eigsh(N, k=n_vectors, which="LA", v0=rng.uniform(-1, 1, n))
-    order = np.argsort(-vals, kind="stable")[:n_vectors]
-    return vecs[:, order]
+        return vecs[:, np.argsort(-vals, kind="stable")]
+    # Exact eigenvectors of the eigenvalue 1: D^{1/2}1 restricted to each component, unit norm.
+    d = degrees(A)
+    vol = np.bincount(comp, weights=d, minlength=n_comp)
+    u = np.sqrt(d / vol[comp])  # entry of vertex v in its component's unit eigenvector
+    U_all = sp.csr_array((u, (np.arange(n), comp)), shape=(n, n_comp))  # (n, c), one entry per row
+    keep = np.argsort(-vol, kind="stable")[: min(n_comp, n_vectors)]  # largest volume first
+    U1 = U_all[:, keep].toarray()  # (n, min(c, l))
+    if keep.size == n_vectors:
+        return U1
+
+    def matmat(X: np.ndarray) -> np.ndarray:
+        # N with every component vector (kept or not) moved from eigenvalue 1 to −2.
+        return N @ X - 3.0 * (U_all @ (U_all.T @ X))
+
+    op = LinearOperator((n, n), matvec=matmat, matmat=matmat, dtype=np.float64)
+    vals, vecs = eigsh(op, k=n_vectors - keep.size, which="LA", v0=rng.uniform(-1, 1, n))
+    rest = vecs[:, np.argsort(-vals, kind="stable")]
+    return np.hstack([U1, rest])
 
 
 def make_kmeans(kmeans: Any, n_clusters: int, rng: np.random.RandomState) -> Any:
@@ -126,6 +165,7 @@ def fast_spectral_clustering(
     kmeans: Any = None,
     backend: Literal["power", "eigsh"] = "power",
     project: bool = True,
+    normalize_rows: bool | None = None,
     random_state: Any = None,
 ) -> np.ndarray:
     """Spectral clustering of a graph with O(log k) power-method vectors (Macgregor, 2023).
@@ -136,8 +176,11 @@ def fast_spectral_clustering(
         n_vectors: l (default ``min(k, ⌈log₂ k⌉)``); with ``backend="eigsh"`` the default is k.
         n_iter: t (default ``10⌈log₂(n/k)⌉``); ignored by ``eigsh``.
         kmeans: a k-means estimator to clone (default ``KMeans(n_clusters, n_init=10)``).
-        backend: ``"power"`` (the fast method) or ``"eigsh"`` (top-k eigenvectors of ``M``).
+        backend: ``"power"`` (the fast method) or ``"eigsh"`` (top-k eigenvectors of ``M`` with every
+            connected component's eigenvector exact, rows normalised to unit length before k-means).
         project: project out the trivial eigenvector every step (``power`` only).
+        normalize_rows: scale every row of the embedding to unit length before k-means; ``None`` means
+            True for ``eigsh`` and False for ``power`` (the paper's step clusters the raw rows).
         random_state: seed, ``np.random.RandomState`` or None; it seeds the Gaussian start and k-means.
 
     Returns:
@@ -168,4 +211,7 @@ def fast_spectral_clustering(
         Y = eigsh_embedding(A, n_vectors or n_clusters, random_state=rng)
     else:
         raise ValueError(f"backend must be 'power' or 'eigsh', got {backend!r}")
+    if normalize_rows or (normalize_rows is None and backend == "eigsh"):
+        # Ng–Jordan–Weiss: unit rows, so k-means sees one point per cluster rather than a ray.
+        Y /= np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-300)
     return make_kmeans(kmeans, n_clusters, rng).fit_predict(Y).astype(np.int64)
