@@ -170,6 +170,7 @@ def test_seeding_rejects_bad_k_prime(graph200):
         assert sparse_kernel_seeding(A, 10, random_state=0).seeds.size == 11
 
 
+@pytest.mark.filterwarnings("ignore:negative squared kernel distances:UserWarning")
 def test_sample_coreset_with_explicit_probabilities(graph200):
     d = degrees(graph200)
     seeding = sparse_kernel_seeding(graph200, 10, random_state=0)
