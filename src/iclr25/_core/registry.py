@@ -152,7 +152,8 @@ REGISTRY: dict[str, Entry] = {
             claim="teacher Hessian rows cut student force error; fast, energy-conserving students",
             extra="hessian_distill",
             smoke_s=20.0,
-            full_s=130.0,
+            full_s=260.0,
+            long_s=1050.0,
         ),
     )
 }

@@ -20,7 +20,7 @@ from iclr25.methods.hessian_distill import (
     make_student,
     run_nve,
 )
-from iclr25.methods.hessian_distill.claim import CLAIM, _speed
+from iclr25.methods.hessian_distill.claim import CLAIM, _cell_cost
 
 _CRITERIA = {c.name: c for c in CLAIM.criteria}
 
@@ -37,13 +37,25 @@ def _one_thread():
 def test_smoke_covers_arms_figures_and_exactness(smoke_runs) -> None:
     run, _ = smoke_runs("hessian_distill")
     m = run.metrics
+    cfg = CLAIM.budgets["smoke"].config
     assert set(m) == set(CLAIM.arms)
-    for arm in ("distilled", "undistilled", "shuffled", "direct"):
+    for arm in ("distilled", "undistilled", "undistilled_matched", "shuffled", "direct", "teacher"):
         assert math.isfinite(m[arm]["force_mae"]) and m[arm]["force_mae"] > 0
+    # the teacher is an imperfect network; its error on the validation set drives the adaptive rule
+    assert m["teacher"]["val_force_mae"] > 0 and m["teacher"]["flops"] > 0
     assert m["exactness"]["vjp_fd_rel_err"] < 1e-5  # VJP rows are exact in float64
     assert m["rows_vs_columns"]["vjp_fd_rel_err"] > 1e-3  # direct forces: rows != columns
-    assert m["teacher_arch"]["flops"] > m["student_arch"]["flops"] > 0
-    assert {"validation", "force_parity", "force_error", "md_energy"} <= set(run.series)
+    # the compute-matched run gets the distilled run's FLOPs: more epochs than the equal-epoch one
+    assert m["distilled"]["step_flops"] > 2 * m["undistilled"]["step_flops"]
+    assert cfg.distill.epochs < m["undistilled_matched"]["epochs"] <= cfg.undistilled_epochs
+    assert m["undistilled_matched"]["epochs"] == math.ceil(m["distilled"]["flops_epochs"] - 1e-9)
+    assert m["undistilled"]["best_epoch"] <= cfg.distill.epochs
+    assert m["undistilled_matched"]["best_epoch"] <= m["undistilled_matched"]["epochs"]
+    assert m["teacher"]["md_step_s"] > 0 and m["distilled"]["md_step_s"] > 0
+    assert {"validation", "compute", "budget_ratio", "force_parity", "force_error", "md_energy"} <= set(
+        run.series
+    )
+    assert len(run.series["validation"].x) == cfg.undistilled_epochs
     md = run.series["md_energy"]
     assert md.x[0] == 0.0 and len(md.lines) == 2
     judgement = judge(CLAIM, "smoke", [run])
@@ -55,6 +67,12 @@ def test_smoke_and_full_budgets_are_consistent() -> None:
     assert smoke.report_only and not full.report_only and full.seeds == 3
     assert full.seeds * full.seconds <= 900
     assert smoke.config.distill.lambda_h == full.config.distill.lambda_h == 400.0
+    assert full.config.teacher == "nn" and full.config.adaptive and full.config.data.label_rows == 0
+    assert full.config.distill.epochs * 3 <= full.config.undistilled_epochs
+    long = CLAIM.budgets["long"]  # convergence: >= 150 equal epochs, the same teacher and data
+    assert long.seeds >= 3 and long.total_seconds <= 3600 and long.config.distill.epochs >= 150
+    assert long.config.distill.epochs * 3 <= long.config.undistilled_epochs
+    assert (long.config.foundation, long.config.data) == (full.config.foundation, full.config.data)
     gates = {c.name for c in CLAIM.criteria if c.gating and not c.control}
     assert gates == {"force_mae_ratio", "drift_vs_direct"}
     assert {c.name for c in CLAIM.criteria if c.control and c.gating} == {"ctrl_shuffled_rows"}
@@ -83,15 +101,16 @@ def test_drift_gate_fails_for_a_student_without_conservative_forces() -> None:
 
 
 def test_flops_ratio_follows_from_the_architectures() -> None:
-    """The report-only ``flops_ratio``: fixed by the two architectures, the same on every call."""
+    """The report-only ``flops_ratio``: fixed by the two architectures (weights do not matter)."""
     cfg = dataclasses.replace(ClaimConfig(), speed_cell_repeat=2, speed_calls=1)
     runs = []
-    for _ in range(2):
-        m: dict[str, dict[str, float]] = {"teacher_arch": {}, "student_arch": {}}
-        _speed(cfg, 0, m)
+    for seed in range(2):
+        m: dict[str, dict[str, float]] = {"teacher": {}, "distilled": {}}
+        teacher = make_student(cfg.foundation.architecture, elements=(28, 29, 46, 47, 79), seed=seed)
+        _cell_cost(cfg, teacher, make_student(cfg.student, seed=seed), m)
         runs.append(m)
     flops = _CRITERIA["flops_ratio"]
     assert not flops.gating
     assert flops.holds(flops.statistic(runs[0]))
-    assert [r["teacher_arch"]["flops"] for r in runs] == [runs[0]["teacher_arch"]["flops"]] * 2
-    assert runs[0]["student_arch"]["flops"] == runs[1]["student_arch"]["flops"]
+    for arm in ("teacher", "distilled"):
+        assert runs[0][arm]["flops"] == runs[1][arm]["flops"] > 0

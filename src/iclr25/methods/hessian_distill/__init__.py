@@ -7,7 +7,7 @@ Energy Hessians*, Ishan Amin, Sanjeev Raja, Aditi S. Krishnapriyan, ICLR 2025, a
 from .baselines import direct_student, make_student, shuffled_labels, sign_flipped_labels
 from .batch import AtomsBatch, numbers_hash
 from .calculator import StudentCalculator, energy_drift, run_nve
-from .config import ClaimConfig, DataConfig, DistillConfig, StudentConfig
+from .config import ClaimConfig, DataConfig, DistillConfig, FoundationConfig, StudentConfig
 from .data import (
     BROAD_ELEMENTS,
     LabelledStructures,
@@ -36,6 +36,7 @@ __all__ = [
     "DistillTrainer",
     "EnergyFunctionModel",
     "EnergyModel",
+    "FoundationConfig",
     "HessianDistillationLoss",
     "LabelledStructures",
     "StudentCalculator",

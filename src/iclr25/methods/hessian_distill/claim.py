@@ -1,18 +1,28 @@
-"""Claim check of Hessian distillation: a small student trained with teacher Hessian rows is more
-accurate than the same student without them, conserves energy in NVE MD (unlike a direct-force
-student), is several times cheaper than the teacher architecture, and its VJP rows are exact.
+"""Claim check of Hessian distillation: a small student trained with an imperfect teacher's Hessian
+rows makes smaller force errors against the reference than the same student without them, at the
+same architecture, data and epochs; conservative students keep energy in NVE MD (unlike a
+direct-force student); and the student runs MD faster than its teacher.
 
-Teacher mode A of the spec: the teacher is EMT itself (exact float64 finite-difference rows), so
-the check isolates the mechanism. Two rules gate the verdict: the force-error ratio, falsified by
-teacher rows shuffled across structures in the same run, and the drift of the distilled student
-against a direct-force student, falsified by a test that puts a direct-force student in the
-distilled slot. The FLOPs ratio (fixed by the architectures), the VJP exactness and the absolute
-drift bound are reported only.
+*Towards Fast, Specialized Machine Learning Force Fields: Distilling Foundation Models via Energy
+Hessians* (Ishan Amin, Sanjeev Raja, Aditi S. Krishnapriyan; ICLR 2025; arXiv:2501.09009),
+Sec. 3 (objective, row sampling, adaptive λ_H) and Sec. 5 (accuracy, speed, MD stability).
+
+Teacher mode B: a larger network trained on a broad EMT set (the foundation-model stand-in) gives
+the rows, and its own error against EMT is measured; EMT stays the reference of every error. The
+adaptive λ_H rule is on. Two rules gate the verdict: the equal-epoch force-error ratio (the
+paper's comparison; each arm at its best validation epoch), falsified in the same run by rows
+shuffled across structures, and the drift of the distilled student against a direct-force
+student, falsified by a test that puts a direct-force student in the distilled slot. The
+compute-matched comparison (the undistilled student given the distilled run's training FLOPs),
+the teacher's error, the speed ratios, the FLOPs ratio, the absolute drift bound and the VJP
+exactness are reported only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 
 import numpy as np
 import torch
@@ -36,25 +46,33 @@ from iclr25.methods.hessian_distill import (
     DataConfig,
     DistillConfig,
     DistillTrainer,
+    FoundationConfig,
     LabelledStructures,
     StudentCalculator,
+    StudentConfig,
     TeacherLabelStore,
-    TinyPaiNN,
+    TorchTeacher,
     count_flops,
-    count_parameters,
     direct_student,
     energy_drift,
     evaluate,
     force_jacobian,
     hessian_rows,
+    make_broad_set,
     make_clusters,
     make_student,
     run_nve,
     shuffled_labels,
     time_calls,
+    train_teacher,
 )
 
 __all__ = ["CLAIM", "run"]
+
+#: Trained foundation teachers of this process, keyed by their (frozen) config. Training is
+#: deterministic in its config, so a seed gets the same teacher whether it trains it or finds it
+#: here; later seeds of a check skip the training.
+_TEACHERS: dict[FoundationConfig, torch.nn.Module] = {}
 
 
 def _data(cfg: DataConfig, seed: int) -> tuple[list, list, list]:
@@ -69,6 +87,46 @@ def _data(cfg: DataConfig, seed: int) -> tuple[list, list, list]:
         cfg.test_trajectories, cfg.frames_per_trajectory, seed=seed * 1000 + 3, prefix="te", **kw
     )
     return train, val, test
+
+
+def foundation_teacher(
+    cfg: FoundationConfig, data: DataConfig, progress: ProgressFn = no_progress
+) -> torch.nn.Module:
+    """The mode-B teacher: a larger TinyPaiNN trained on a broad EMT set (float32, eval mode).
+
+    The broad set holds Cu–Au clusters from the same Langevin process as the specialised data
+    (other seeds), multi-element clusters and periodic slabs; the teacher's best epoch is picked
+    on held-out Cu–Au clusters. Seeds are far from those of the specialised sets.
+    """
+    if cfg in _TEACHERS:
+        return _TEACHERS[cfg]
+    kw = {"warmup_steps": data.warmup_steps, "steps_between": data.steps_between}
+    base = 1_000_003 + 10 * cfg.seed
+    progress("foundation data", 0, 1)
+    atoms = []
+    if cfg.domain_trajectories:
+        atoms += make_clusters(cfg.domain_trajectories, cfg.domain_frames, seed=base, prefix="fd", **kw)
+    if cfg.broad_clusters + cfg.broad_slabs:
+        atoms += make_broad_set(
+            cfg.broad_clusters, cfg.broad_slabs, seed=base, elements=cfg.broad_elements, prefix="fb"
+        )
+    val_atoms = make_clusters(cfg.val_trajectories, 1, seed=base + 1, prefix="fv", **kw)
+    cut = cfg.architecture.cutoff
+    train = LabelledStructures.from_atoms(atoms, cutoff=cut)
+    val = LabelledStructures.from_atoms(val_atoms, cutoff=cut)
+    progress("foundation data", 1, 1)
+    run = DistillConfig(lambda_h=0.0, epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
+    teacher = train_teacher(
+        train,
+        val,
+        architecture=cfg.architecture,
+        config=run,
+        elements=sorted(cfg.broad_elements),
+        dtype=torch.float32,
+        progress=lambda _s, done, total: progress("training the foundation teacher", done, total),
+    )
+    _TEACHERS[cfg] = teacher.model
+    return teacher.model
 
 
 def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -94,85 +152,173 @@ def _exactness(cfg: ClaimConfig, atoms: object, seed: int, m: dict) -> None:
     m["rows_vs_columns"]["vjp_fd_rel_err"] = _rel_err(rows_d, cols_d)
 
 
-def _speed(cfg: ClaimConfig, seed: int, m: dict) -> None:
-    """Teacher vs student architecture per energy+force call on a periodic fcc Cu cell."""
+def _cell_cost(cfg: ClaimConfig, teacher: torch.nn.Module | None, student: torch.nn.Module, m: dict) -> None:
+    """Counted FLOPs and wall time of one energy+force call on a periodic fcc Cu cell (256 atoms)."""
     from ase.build import bulk
 
     cell = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(cfg.speed_cell_repeat)
-    cell.rattle(0.05, seed=seed)
-    teacher = TinyPaiNN(hidden=cfg.teacher_hidden, layers=cfg.teacher_layers, n_rbf=32, cutoff=5.0, seed=seed)
-    student = make_student(cfg.student, seed=seed)
-    for arm, model in (("teacher_arch", teacher), ("student_arch", student)):
+    cell.rattle(0.05, seed=0)
+    m["distilled"]["cell_atoms"] = float(len(cell))
+    for arm, model in (("teacher", teacher), ("distilled", student)):
+        if model is None:  # the EMT teacher has no network to count
+            m[arm]["flops"], m[arm]["params"], m[arm]["call_s"] = math.nan, math.nan, math.nan
+            continue
         batch = AtomsBatch.from_atoms([cell], cutoff=model.cutoff)
         m[arm]["flops"] = float(count_flops(model, batch))
-        m[arm]["params"] = float(count_parameters(model))
-        m[arm]["pairs"] = float(batch.edge_index.shape[1])
+        m[arm]["params"] = float(sum(p.numel() for p in model.parameters()))
         m[arm]["call_s"] = time_calls(model, batch, calls=cfg.speed_calls, warmup=0)
-    m["student_arch"]["n_atoms"] = float(len(cell))
 
 
-def _train(
-    student: torch.nn.Module,
-    labels: object,
-    dcfg: DistillConfig,
-    data: tuple,
-    progress: ProgressFn,
-    stage: str,
-) -> tuple[DistillTrainer, dict[str, float]]:
-    train, val, test = data
-    trainer = DistillTrainer(student, labels, dcfg).fit(
-        train, val, progress=lambda _s, done, total: progress(stage, done, total)
-    )
-    metrics = evaluate(trainer.model_, test)
-    metrics["step_s"] = trainer.step_seconds_
-    return trainer, metrics
+def _md_speed(cfg: ClaimConfig, start: object, calcs: dict, seed: int, m: dict) -> None:
+    """Seconds per NVE step of teacher and student on the same cluster, alternating blocks."""
+    spent = dict.fromkeys(calcs, 0.0)
+    for block in range(2):
+        for arm, calc in calcs.items():
+            t0 = time.perf_counter()
+            run_nve(start, calc, steps=cfg.md_speed_steps, rng=np.random.default_rng([seed, 6, block]))
+            spent[arm] += time.perf_counter() - t0
+    for arm, s in spent.items():
+        m[arm]["md_step_s"] = s / (2 * cfg.md_speed_steps)
+
+
+def _compute_epochs(trainer: DistillTrainer, flop_ratio: float, steps_per_epoch: int) -> list[float]:
+    """Cumulative training FLOPs after each epoch, in undistilled epochs (steps with L_H cost
+    ``flop_ratio`` undistilled steps)."""
+    total, out = 0.0, []
+    for h in trainer.history_:
+        total += (steps_per_epoch - h["hessian_steps"] + flop_ratio * h["hessian_steps"]) / steps_per_epoch
+        out.append(total)
+    return out
+
+
+def _best_so_far(values: list[float], costs: list[float], grid: list[float]) -> list[float]:
+    """Lowest value among epochs whose cost is <= x, for each x of the grid (NaN outside)."""
+    out = []
+    for x in grid:
+        seen = [v for v, c in zip(values, costs, strict=True) if c <= x + 1e-9]
+        out.append(min(seen) if seen and x <= costs[-1] + 1.0 else math.nan)
+    return out
 
 
 def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
-    arms = ("distilled", "undistilled", "shuffled", "direct", "teacher_arch", "student_arch", "exactness",
-            "rows_vs_columns")  # fmt: skip
+    arms = ("distilled", "undistilled", "undistilled_matched", "shuffled", "direct", "teacher",
+            "exactness", "rows_vs_columns")  # fmt: skip
     m: dict[str, dict[str, float]] = {a: {} for a in arms}
     series: dict[str, Series] = {}
-    progress("EMT data and teacher rows", 0, 1)
+    nn_teacher = None
+    if cfg.teacher == "nn":
+        nn_teacher = foundation_teacher(cfg.foundation, cfg.data, progress)
+    progress("specialised data and teacher rows", 0, 1)
     train_atoms, val_atoms, test_atoms = _data(cfg.data, seed)
-    teacher = ASECalculatorTeacher(fd_step=cfg.data.fd_step)
-    store = TeacherLabelStore().precompute(
-        teacher, train_atoms, rows_per_structure=cfg.data.label_rows or None, seed=seed
-    )
-    progress("EMT data and teacher rows", 1, 1)
+    rows_kw = {"rows_per_structure": cfg.data.label_rows or None, "seed": seed}
+    if nn_teacher is None:
+        emt = ASECalculatorTeacher(fd_step=cfg.data.fd_step)
+        store = TeacherLabelStore().precompute(emt, train_atoms, **rows_kw)
+    else:  # autograd rows of the network teacher
+        rows_teacher = TorchTeacher(nn_teacher, dtype=torch.float32)
+        store = TeacherLabelStore().precompute(rows_teacher, train_atoms, cutoff=nn_teacher.cutoff, **rows_kw)
+    progress("specialised data and teacher rows", 1, 1)
     _exactness(cfg, test_atoms[0], seed, m)
-    _speed(cfg, seed, m)
 
     cut = cfg.student.cutoff
     train, val, test = (
         LabelledStructures.from_atoms(a, cutoff=cut) for a in (train_atoms, val_atoms, test_atoms)
     )
-    dcfg = dataclasses.replace(cfg.distill, seed=seed)
+    # the teacher's error against the EMT reference, with the students' definition (Trap 8)
+    if nn_teacher is None:
+        m["teacher"].update(force_mae=0.0, force_l2mae=0.0, energy_mae_per_atom=0.0, val_force_mae=0.0)
+    else:
+        t_val, t_test = (
+            LabelledStructures.from_atoms(a, cutoff=nn_teacher.cutoff) for a in (val_atoms, test_atoms)
+        )
+        m["teacher"].update(evaluate(nn_teacher, t_test))
+        m["teacher"]["val_force_mae"] = evaluate(nn_teacher, t_val)["force_mae"]
+    adaptive_mae = m["teacher"]["val_force_mae"] if cfg.adaptive else 0.0
+    dcfg = dataclasses.replace(cfg.distill, seed=seed, teacher_val_force_mae=adaptive_mae)
+    plain = dcfg.undistilled()
     sizes = {a.info["id"]: len(a) for a in train_atoms}
+    shuffled = shuffled_labels(store, torch.Generator().manual_seed(seed), sizes)
     runs = {
-        "undistilled": (make_student(cfg.student, seed=seed), None, dcfg.undistilled()),
         "distilled": (make_student(cfg.student, seed=seed), store, dcfg),
-        "shuffled": (
+        "shuffled": (make_student(cfg.student, seed=seed), shuffled, dcfg),
+        # one long undistilled run gives the equal-epoch and the compute-matched baselines
+        "undistilled": (
             make_student(cfg.student, seed=seed),
-            shuffled_labels(store, torch.Generator().manual_seed(seed), sizes),
-            dcfg,
+            None,
+            dataclasses.replace(plain, epochs=cfg.undistilled_epochs),
         ),
         # the MD control: same architecture with a direct force head, trained on E + F
-        "direct": (direct_student(cfg.student, seed=seed), None, dcfg.undistilled()),
+        "direct": (direct_student(cfg.student, seed=seed), None, plain),
     }
-    trainers = {}
+    trainers: dict[str, DistillTrainer] = {}
     for arm, (model, labels, run_cfg) in runs.items():
-        trainers[arm], metrics = _train(
-            model, labels, run_cfg, (train, val, test), progress, f"training {arm}"
+        trainers[arm] = DistillTrainer(model, labels, run_cfg).fit(
+            train, val, progress=lambda _s, done, total, arm=arm: progress(f"training {arm}", done, total)
         )
-        m[arm].update(metrics)
-    epochs = [float(e + 1) for e in range(cfg.distill.epochs)]
+    epochs = cfg.distill.epochs
+    steps_per_epoch = math.ceil(len(train) / cfg.distill.batch_size)
+    flop_ratio = trainers["distilled"].step_flops_ / trainers["undistilled"].step_flops_
+    cost = _compute_epochs(trainers["distilled"], flop_ratio, steps_per_epoch)
+    matched_units = cost[-1]
+    matched = min(cfg.undistilled_epochs, math.ceil(matched_units - 1e-9))
+    selected = {
+        "distilled": (trainers["distilled"].best_epoch_, trainers["distilled"].model_),
+        "shuffled": (trainers["shuffled"].best_epoch_, trainers["shuffled"].model_),
+        "direct": (trainers["direct"].best_epoch_, trainers["direct"].model_),
+        "undistilled": trainers["undistilled"].best_up_to(epochs),
+        "undistilled_matched": trainers["undistilled"].best_up_to(matched),
+    }
+    for arm, (best, model) in selected.items():
+        m[arm].update(evaluate(model, test))
+        m[arm]["best_epoch"] = float(best)
+    for arm in ("distilled", "shuffled", "undistilled", "direct"):
+        m[arm]["step_s"] = trainers[arm].step_seconds_
+        m[arm]["step_flops"] = float(trainers[arm].step_flops_)
+    m["distilled"]["flops_epochs"] = matched_units
+    m["distilled"]["hessian_epochs"] = sum(h["hessian_steps"] for h in trainers["distilled"].history_) / (
+        steps_per_epoch
+    )
+    m["undistilled_matched"]["epochs"] = float(matched)
+    m["undistilled_matched"]["capped"] = float(matched_units > cfg.undistilled_epochs + 1e-9)
+
+    grid = [float(e + 1) for e in range(cfg.undistilled_epochs)]
+    val_lines = {}
+    for arm, t in trainers.items():
+        v = [h["val_force_mae"] for h in t.history_]
+        val_lines[arm] = v + [math.nan] * (len(grid) - len(v))
+    if nn_teacher is not None:
+        val_lines["teacher"] = [m["teacher"]["val_force_mae"]] * len(grid)
     series["validation"] = Series(
-        title="Validation force MAE during training (EMA weights)",
+        title="Validation force MAE per epoch (EMA weights)",
         xlabel="epoch",
-        ylabel="force MAE (eV/Å)",
-        x=epochs,
-        lines={arm: [h["val_force_mae"] for h in t.history_] for arm, t in trainers.items()},
+        ylabel="force MAE vs EMT (eV/Å)",
+        x=grid,
+        lines=val_lines,
+    )
+    # best validation MAE so far against the budget: epochs, or training FLOPs in undistilled epochs
+    undist_best = _best_so_far([h["val_force_mae"] for h in trainers["undistilled"].history_], grid, grid)
+    dist_val = [h["val_force_mae"] for h in trainers["distilled"].history_]
+    dist_by_flops = _best_so_far(dist_val, cost, grid)
+    dist_by_epoch = [
+        v if x <= epochs else math.nan
+        for v, x in zip(_best_so_far(dist_val, grid[:epochs], grid), grid, strict=True)
+    ]
+    series["compute"] = Series(
+        title="Best validation force MAE against training FLOPs",
+        xlabel="training FLOPs (undistilled epochs)",
+        ylabel="best force MAE so far (eV/Å)",
+        x=grid,
+        lines={"undistilled": undist_best, "distilled": dist_by_flops},
+    )
+    series["budget_ratio"] = Series(
+        title="Distilled / undistilled best validation force MAE at the same budget",
+        xlabel="budget (epochs, or undistilled epochs of training FLOPs)",
+        ylabel="ratio of best force MAE so far",
+        x=grid,
+        lines={
+            "equal epochs": [d / u for d, u in zip(dist_by_epoch, undist_best, strict=True)],
+            "equal FLOPs": [d / u for d, u in zip(dist_by_flops, undist_best, strict=True)],
+        },
     )
     # force parity on the test set, binned on a fixed grid so that seeds (different data) combine
     ref = test.forces.double().numpy().reshape(-1)
@@ -186,7 +332,7 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     parity = {"EMT (y = x)": per_bin(ref)}
     errors = {}
     for arm in ("undistilled", "distilled"):
-        pred = trainers[arm].model_(test.batch)["forces"].detach().double().numpy().reshape(-1)
+        pred = selected[arm][1](test.batch)["forces"].detach().double().numpy().reshape(-1)
         parity[arm] = per_bin(pred)
         errors[arm] = per_bin(np.abs(pred - ref))
     series["force_parity"] = Series(
@@ -208,10 +354,9 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     md_lines, t_fs = {}, None
     for k, arm in enumerate(("distilled", "direct")):
         progress("NVE MD", k, 2)
-        calc = StudentCalculator(trainers[arm].model_)
         md = run_nve(
             start,
-            calc,
+            StudentCalculator(selected[arm][1]),
             steps=cfg.md_steps,
             timestep_fs=cfg.md_timestep_fs,
             temperature_K=cfg.md_temperature_K,
@@ -230,12 +375,41 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
         x=t_fs or [],
         lines={"conservative (distilled)": md_lines["distilled"], "direct forces": md_lines["direct"]},
     )
+    # speed as the paper states it: student vs teacher MD steps, measured side by side
+    progress("speed", 0, 1)
+    from ase.calculators.emt import EMT
+
+    teacher_calc = EMT() if nn_teacher is None else StudentCalculator(nn_teacher)
+    _md_speed(
+        cfg,
+        start,
+        {"teacher": teacher_calc, "distilled": StudentCalculator(selected["distilled"][1])},
+        seed,
+        m,
+    )
+    _cell_cost(cfg, nn_teacher, selected["distilled"][1], m)
+    progress("speed", 1, 1)
+
+    w = trainers["distilled"].weight_
+    capped = "; capped at undistilled_epochs" if m["undistilled_matched"]["capped"] else ""
+    switched = [f"{state} at step {step}" for step, state, _ in w.history] or ["never switched"]
     notes = [
         f"{len(train_atoms)} train / {len(val_atoms)} val / {len(test_atoms)} test Cu–Au clusters (EMT); "
-        f"{cfg.data.label_rows or 39} teacher rows per training structure",
+        f"teacher rows: {cfg.data.label_rows or 'all 39'} per training structure, one drawn per step",
+        (
+            "teacher: EMT itself (mode A, exact rows, zero error)"
+            if nn_teacher is None
+            else f"teacher: TinyPaiNN hidden {cfg.foundation.architecture.hidden}, "
+            f"{cfg.foundation.architecture.layers} layers, {cfg.foundation.architecture.cutoff:g} Å, "
+            f"trained on {cfg.foundation.n_structures} broad EMT structures for {cfg.foundation.epochs} "
+            f"epochs; test force MAE {m['teacher']['force_mae']:.4f} eV/Å"
+        ),
+        f"adaptive λ_H rule ({'on' if cfg.adaptive else 'off'}): {'; '.join(switched)}; "
+        f"{m['distilled']['hessian_epochs']:.1f} of {epochs} epochs trained with L_H",
         f"training step: {m['undistilled']['step_s'] * 1e3:.0f} ms without L_H, "
-        f"{m['distilled']['step_s'] * 1e3:.0f} ms with L_H",
-        f"adaptive λ_H rule: {trainers['distilled'].weight_.state} (EMT teacher has zero error)",
+        f"{m['distilled']['step_s'] * 1e3:.0f} ms with L_H (wall); FLOPs ratio {flop_ratio:.2f}",
+        f"compute-matched undistilled run: {matched} epochs (distilled run = {matched_units:.1f} "
+        f"undistilled epochs of FLOPs{capped})",
     ]
     return RunResult(metrics=m, series=series, notes=notes)
 
@@ -247,7 +421,8 @@ def run(
 
     Args:
         config: the claim's sizes.
-        seed: seeds the data, the teacher's row subsample, the students and the MD velocities.
+        seed: seeds the specialised data, the students, the row sampling and the MD velocities
+            (the foundation teacher has its own seed, ``config.foundation.seed``).
         device: ignored (the models are tiny and run on the CPU).
         progress: called as ``progress(stage, done, total)`` per training epoch and MD run.
 
@@ -263,13 +438,22 @@ _DRIFT_FALSIFIER = (
     "tests/methods/hessian_distill/test_hessian_distill_claim.py::"
     "test_drift_gate_fails_for_a_student_without_conservative_forces"
 )
+#: Twice the epochs of ``full``: do the equal-epoch gain and the compute-matched result hold
+#: closer to convergence (>= 150 epochs)?
+_LONG = ClaimConfig(distill=DistillConfig(epochs=160), undistilled_epochs=500)
 _SMOKE = ClaimConfig(
     data=DataConfig(
         train_trajectories=6, val_trajectories=2, test_trajectories=4, frames_per_trajectory=2,
-        warmup_steps=10, steps_between=2, label_rows=4,
+        warmup_steps=10, steps_between=2,
     ),
     distill=DistillConfig(epochs=2, batch_size=4),
+    foundation=FoundationConfig(
+        architecture=StudentConfig(hidden=16, layers=2, n_rbf=8, cutoff=4.5), domain_trajectories=6,
+        domain_frames=1, broad_clusters=2, broad_slabs=1, val_trajectories=2, epochs=2, batch_size=4,
+    ),
+    undistilled_epochs=8,
     speed_cell_repeat=2,
+    md_speed_steps=5,
     md_steps=300,
 )  # fmt: skip
 
@@ -291,12 +475,15 @@ CLAIM = Claim(
         "than the teacher, and conservative students keep energy in MD."
     ),
     arms={
-        "distilled": "TinyPaiNN (conservative) trained on E + F + teacher Hessian rows (λ_H = 400)",
-        "undistilled": "the same student, data, epochs and optimiser with λ_H = 0",
+        "distilled": "TinyPaiNN (conservative) trained on EMT energies and forces + the teacher's "
+        "Hessian rows (λ_H = 400, adaptive rule on), best validation epoch",
+        "undistilled": "the same student, data, epochs and optimiser with λ_H = 0, best validation epoch",
+        "undistilled_matched": "the undistilled run given the distilled run's training FLOPs "
+        "(more epochs), best validation epoch",
         "shuffled": "control: teacher rows moved to other structures (same label statistics)",
         "direct": "control: the same student with a direct force head (E + F training) in NVE MD",
-        "teacher_arch": "teacher-sized PaiNN (random weights) on a 256-atom periodic Cu cell",
-        "student_arch": "student TinyPaiNN (random weights) on the same cell",
+        "teacher": "the foundation teacher (a larger network trained on a broad EMT set); its own "
+        "error against EMT and its speed",
         "exactness": "VJP rows vs float64 central-difference Jacobian of the student architecture",
         "rows_vs_columns": "control: VJP rows vs FD columns of a direct-force model (asymmetric)",
     },
@@ -309,8 +496,9 @@ CLAIM = Claim(
             name="force_mae_ratio",
             paper="0.50-0.77 (SPICE subsets)",
             falsifier="ctrl_shuffled_rows",
-            explain="Students trained with the teacher's Hessian rows make test force errors at "
-            "least 15% smaller than the same students trained on energies and forces alone.",
+            explain="Students trained with the imperfect teacher's Hessian rows make test force errors "
+            "(against EMT) at least 15% smaller than the same students trained on energies and forces "
+            "alone for the same epochs, each at its best validation epoch.",
         ),
         fails(
             ratio(
@@ -322,6 +510,38 @@ CLAIM = Claim(
                 explain="Teacher rows moved to the wrong structures must not cut the force error "
                 "by 5%: the gain has to come from the right second derivatives.",
             )
+        ),
+        ratio(
+            "distilled.force_mae",
+            "undistilled_matched.force_mae",
+            "<=",
+            0.85,
+            name="matched_force_mae_ratio",
+            gating=False,
+            explain="At equal training FLOPs (the undistilled student trains more epochs) the "
+            "distilled student's force error is still 15% smaller; reported only, the paper "
+            "compares at equal epochs.",
+        ),
+        ratio(
+            "teacher.force_mae",
+            "undistilled.force_mae",
+            "<=",
+            0.85,
+            name="teacher_vs_undistilled",
+            gating=False,
+            paper="0.49-0.85 (SPICE: teacher / undistilled)",
+            explain="The teacher's own force error is at most 85% of the undistilled student's, as "
+            "for the paper's teachers: whether the check sits in the paper's regime.",
+        ),
+        ratio(
+            "distilled.energy_mae_per_atom",
+            "undistilled.energy_mae_per_atom",
+            "<=",
+            1.0,
+            name="energy_mae_ratio",
+            gating=False,
+            explain="The distilled student's per-atom energy error is not larger than the "
+            "undistilled student's (reported only).",
         ),
         value(
             "distilled.drift_mev_per_atom",
@@ -355,26 +575,37 @@ CLAIM = Claim(
             )
         ),
         ratio(
-            "teacher_arch.flops",
-            "student_arch.flops",
+            "teacher.md_step_s",
+            "distilled.md_step_s",
             ">=",
             5.0,
-            name="flops_ratio",
+            name="md_speed_ratio",
             gating=False,
             paper="up to 20x faster",
-            explain="One energy+force call of the teacher-sized architecture costs at least 5 "
-            "times the student's FLOPs (fixed by the two architectures, unit-tested).",
+            explain="The student runs NVE MD steps at least 5 times faster than its teacher on the "
+            "same cluster, timed side by side (wall-clock, reported only).",
         ),
         ratio(
-            "teacher_arch.call_s",
-            "student_arch.call_s",
+            "teacher.call_s",
+            "distilled.call_s",
             ">=",
             5.0,
             name="speed_ratio",
             gating=False,
             paper="up to 20x faster",
-            explain="The student answers an energy+force call at least 5 times faster than the "
-            "teacher-sized architecture on this CPU (wall-clock, reported only).",
+            explain="The student answers an energy+force call on a 256-atom periodic cell at least "
+            "5 times faster than the teacher (wall-clock, reported only).",
+        ),
+        ratio(
+            "teacher.flops",
+            "distilled.flops",
+            ">=",
+            5.0,
+            name="flops_ratio",
+            gating=False,
+            paper="up to 20x faster",
+            explain="One energy+force call of the teacher costs at least 5 times the student's "
+            "FLOPs (fixed by the two architectures, unit-tested).",
         ),
         value(
             "exactness.vjp_fd_rel_err",
@@ -399,18 +630,23 @@ CLAIM = Claim(
     ),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=130.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=260.0),
+        "long": Budget("long", _LONG, seeds=3, seconds=350.0),
     },
     run_fn=run,
     headline="force_mae_ratio",
     deviations=(
-        "Teacher mode A: EMT itself is the teacher and the reference (exact float64 FD rows); no "
-        "foundation model; the adaptive λ_H rule is therefore disabled (teacher error 0).",
-        "Specialised data: 13-atom Cu–Au clusters from short Langevin MD (EMT), not SPICE/MPtrj/MD22.",
-        "CPU budget: TinyPaiNN (hidden 32, 3 layers, 4 Å cutoff), few epochs, row-subsampled "
-        "teacher labels, student rows by finite-difference columns (exact for conservative models).",
-        "Speed: teacher and student architectures (random weights) compared by counted FLOPs "
-        "and wall time (both report-only) on a 256-atom fcc Cu cell.",
-        "NVE MD of 500 steps (spec: 2000) at 1 fs from 300 K.",
+        "Teacher mode B at CPU scale: a TinyPaiNN of hidden 64, 4 layers, 5 Å cutoff, trained for 30 "
+        "epochs on 480 broad EMT structures (400 Cu–Au clusters from the specialised domain, 60 "
+        "multi-element clusters, 20 slabs), not MACE-OFF/MACE-MP-0/JMP-L; one teacher per check "
+        "(its own seed), trained once per process.",
+        "Specialised data: 13-atom Cu–Au clusters from short Langevin MD (EMT), not SPICE/MPtrj/MD22; "
+        "EMT is the reference of every error.",
+        "CPU budget: TinyPaiNN student (hidden 32, 3 layers, 4 Å cutoff), 80 equal epochs at full "
+        "and 160 at long (the undistilled run continues to 250 / 500 for the compute-matched "
+        "arm), student rows by finite-difference columns (exact for conservative models).",
+        "Compute matching by counted FLOPs of a training step (matrix products), not wall-clock.",
+        "NVE MD of 500 steps (spec: 2000) at 1 fs from 300 K; speed timed on one 13-atom cluster "
+        "(MD) and one 256-atom fcc Cu cell (single calls).",
     ),
 )

@@ -122,16 +122,27 @@ class TeacherLabelStore:
         return self
 
     @staticmethod
-    def _teacher_rows(teacher: Any, atoms_list: list, coords: list, cutoff: float) -> list[np.ndarray]:
+    def _teacher_rows(
+        teacher: Any, atoms_list: list, coords: list, cutoff: float, chunk: int = 32
+    ) -> list[np.ndarray]:
         if hasattr(teacher, "rows"):
             return teacher.rows(atoms_list, coords)
         out = []
-        for a, cs in zip(atoms_list, coords, strict=True):
-            b = AtomsBatch.from_atoms([a], cutoff=cutoff, dtype=torch.float64)
-            r = torch.stack(
-                [torch.zeros(len(cs), dtype=torch.long), torch.as_tensor(cs) // 3, torch.as_tensor(cs) % 3], 1
-            )
-            out.append(teacher.hessian_rows(b, r).reshape(len(cs), -1).double().numpy())
+        # torch teachers: ``chunk`` structures per batch, so that one VJP yields one row of
+        # every structure in it (the force Jacobian of a batch is block-diagonal)
+        for lo in range(0, len(atoms_list), chunk):
+            part, cs_part = atoms_list[lo : lo + chunk], coords[lo : lo + chunk]
+            b = AtomsBatch.from_atoms(part, cutoff=cutoff, dtype=torch.float64)
+            flat = [torch.as_tensor(cs, dtype=torch.long) for cs in cs_part]
+            r = torch.cat(
+                [torch.stack([torch.full_like(c, k), c // 3, c % 3], 1) for k, c in enumerate(flat)]
+            )  # [R, 3] (structure, atom, component)
+            vals = teacher.hessian_rows(b, r).double()  # [R, N_max, 3]
+            start = 0
+            for a, cs in zip(part, cs_part, strict=True):
+                n = len(a)
+                out.append(vals[start : start + len(cs), :n].reshape(len(cs), 3 * n).numpy())
+                start += len(cs)
         return out
 
     def lazy(

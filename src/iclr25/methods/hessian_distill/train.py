@@ -14,6 +14,7 @@ model trained on broad data (Sec. 4).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from .baselines import make_student
 from .config import DistillConfig, StudentConfig
@@ -89,9 +91,15 @@ class DistillTrainer:
         config: the run settings.
 
     Attributes:
-        model_: the EMA copy of the student after :meth:`fit` (used for evaluation and MD).
-        history_: per-epoch dicts (losses, validation MAE, λ_H, learning rate).
+        model_: the EMA weights after :meth:`fit` (used for evaluation and MD): those of the
+            epoch with the lowest validation force MAE when ``config.keep_best``, else the last.
+        best_epoch_: the epoch (1-based) ``model_`` comes from.
+        last_model_: the EMA weights after the last epoch.
+        history_: per-epoch dicts (losses, validation MAE, λ_H, learning rate, and
+            ``hessian_steps``, the steps of the epoch trained with λ_H > 0).
         step_seconds_: mean wall time of a training step (report-only).
+        step_flops_: counted FLOPs of the first training step (forward, loss and backward;
+            matrix products only, ``torch.utils.flop_counter``): a deterministic cost.
         weight_: the :class:`AdaptiveHessianWeight` state machine.
 
     Example:
@@ -117,7 +125,8 @@ class DistillTrainer:
         *,
         progress: Callable[[str, int, int], None] | None = None,
     ) -> DistillTrainer:
-        """Train on ``train``; ``val`` drives the LR plateau scheduler and the adaptive λ_H.
+        """Train on ``train``; ``val`` drives the LR plateau scheduler, the adaptive λ_H and the
+        choice of the best epoch.
 
         Args:
             train: the training structures.
@@ -139,8 +148,10 @@ class DistillTrainer:
         model.train()
         ema = copy.deepcopy(model)
         ema.requires_grad_(False)
+        params = list(model.parameters())
+        ema_params = list(ema.parameters())
         opt = torch.optim.AdamW(
-            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.eps, amsgrad=cfg.amsgrad
+            params, lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.eps, amsgrad=cfg.amsgrad, foreach=True
         )
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
             opt, factor=cfg.plateau_factor, patience=cfg.plateau_patience
@@ -155,45 +166,29 @@ class DistillTrainer:
         )
         running: dict[str, torch.Tensor] = {}
         history: list[dict[str, float]] = []
-        step, step_time = 0, 0.0
+        step, step_time, step_flops = 0, 0.0, 0
+        # every epoch that lowers the validation MAE: (epoch, val MAE, EMA state), for best_up_to
+        self._improved: list[tuple[int, float, dict[str, torch.Tensor]]] = []
         n = len(train)
         for epoch in range(cfg.epochs):
             order = torch.randperm(n, generator=gen).tolist()
             sums = {"loss": 0.0, "l_e": 0.0, "l_f": 0.0, "l_h": 0.0}
-            n_steps = 0
+            n_steps, h_steps = 0, 0
             for start in range(0, n, cfg.batch_size):
                 t0 = time.perf_counter()
                 part = train.select(order[start : start + cfg.batch_size])
                 lam_h = weight.weight
-                pred = model(part.batch)
-                l_e, l_f = energy_force_loss(pred, part.energy, part.forces, part.batch, force_std=sigma)
-                loss = cfg.lambda_e * l_e + cfg.lambda_f * l_f
-                l_h = torch.zeros(())
-                if lam_h > 0:
-                    allowed = self.labels.allowed_for(part.batch)
-                    rows = sample_rows(
-                        part.batch,
-                        cfg.rows_per_structure,
-                        gen,
-                        strategy=cfg.row_strategy,
-                        running_loss=running,
-                        allowed=allowed,
-                    )
-                    j_s = hessian_rows(
-                        model, part.batch, rows, mode=cfg.hessian_mode, create_graph=True, fd_step=cfg.fd_step
-                    )
-                    j_t = self.labels.rows_for(part.batch, rows).to(j_s.dtype)
-                    l_h = loss_h(j_s, j_t, rows, part.batch)
-                    if cfg.row_strategy == "hard":
-                        self._update_running(running, part, rows, j_s.detach(), j_t, sigma)
-                    loss = loss + lam_h * l_h
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad)
+                counter = FlopCounterMode(display=False) if step == 0 else contextlib.nullcontext()
+                with counter:
+                    loss, l_e, l_f, l_h = self._loss(model, part, lam_h, sigma, loss_h, gen, running)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                if step == 0:
+                    step_flops = int(counter.get_total_flops())  # type: ignore[union-attr]
+                nn.utils.clip_grad_norm_(params, cfg.clip_grad, foreach=True)
                 opt.step()
                 with torch.no_grad():
-                    for p_e, p in zip(ema.parameters(), model.parameters(), strict=True):
-                        p_e.lerp_(p, 1 - cfg.ema_decay)
+                    torch._foreach_lerp_(ema_params, params, 1 - cfg.ema_decay)
                     for b_e, b in zip(ema.buffers(), model.buffers(), strict=True):
                         b_e.copy_(b)
                 step += 1
@@ -203,6 +198,7 @@ class DistillTrainer:
                 for k, v in (("loss", loss), ("l_e", l_e), ("l_f", l_f), ("l_h", l_h)):
                     sums[k] += float(v.detach())
                 n_steps += 1
+                h_steps += int(lam_h > 0)
             val_metrics = evaluate(ema, val)
             sched.step(val_metrics["force_mae"])
             history.append(
@@ -211,16 +207,80 @@ class DistillTrainer:
                     "val_force_mae": val_metrics["force_mae"],
                     "lambda_h": weight.weight,
                     "lr": opt.param_groups[0]["lr"],
+                    "hessian_steps": float(h_steps),
                 }
             )
+            if not self._improved or val_metrics["force_mae"] < self._improved[-1][1]:
+                self._improved.append((epoch + 1, val_metrics["force_mae"], copy.deepcopy(ema.state_dict())))
             if progress is not None:
                 progress("epoch", epoch + 1, cfg.epochs)
         ema.eval()
-        self.model_ = ema
+        self.last_model_ = ema
         self.history_ = history
+        self.best_epoch_, self.model_ = self.best_up_to(cfg.epochs) if cfg.keep_best else (cfg.epochs, ema)
         self.weight_ = weight
         self.step_seconds_ = step_time / max(step, 1)
+        self.step_flops_ = step_flops
         return self
+
+    def best_up_to(self, epoch: int) -> tuple[int, nn.Module]:
+        """The epoch (<= ``epoch``) with the lowest validation force MAE and its EMA weights.
+
+        Nothing in the schedule depends on the total epoch count, so this is the model that a run
+        of only ``epoch`` epochs would keep: one long run gives the equal-epoch and the
+        compute-matched baselines at once.
+
+        Args:
+            epoch: the last epoch considered (1 .. ``config.epochs``).
+
+        Returns:
+            ``(best epoch, model in eval mode)``.
+
+        Raises:
+            ValueError: ``epoch`` outside the trained range.
+        """
+        trained = len(getattr(self, "history_", []))
+        if not 1 <= epoch <= trained:
+            raise ValueError(f"epoch must lie in [1, {trained}] (the trained epochs), got {epoch}")
+        best, _, state = [imp for imp in self._improved if imp[0] <= epoch][-1]
+        model = copy.deepcopy(self.last_model_)
+        model.load_state_dict(state)
+        return best, model.eval()
+
+    def _loss(
+        self,
+        model: nn.Module,
+        part: LabelledStructures,
+        lam_h: float,
+        sigma: float,
+        loss_h: HessianDistillationLoss,
+        gen: torch.Generator,
+        running: dict[str, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Eq. 3 on one batch: ``(L, L_E, L_F, L_H)``."""
+        cfg = self.config
+        pred = model(part.batch)
+        l_e, l_f = energy_force_loss(pred, part.energy, part.forces, part.batch, force_std=sigma)
+        loss = cfg.lambda_e * l_e + cfg.lambda_f * l_f
+        l_h = torch.zeros(())
+        if lam_h > 0:
+            rows = sample_rows(
+                part.batch,
+                cfg.rows_per_structure,
+                gen,
+                strategy=cfg.row_strategy,
+                running_loss=running,
+                allowed=self.labels.allowed_for(part.batch),
+            )
+            j_s = hessian_rows(
+                model, part.batch, rows, mode=cfg.hessian_mode, create_graph=True, fd_step=cfg.fd_step
+            )
+            j_t = self.labels.rows_for(part.batch, rows).to(j_s.dtype)
+            l_h = loss_h(j_s, j_t, rows, part.batch)
+            if cfg.row_strategy == "hard":
+                self._update_running(running, part, rows, j_s.detach(), j_t, sigma)
+            loss = loss + lam_h * l_h
+        return loss, l_e, l_f, l_h
 
     @staticmethod
     def _update_running(
@@ -251,6 +311,7 @@ def train_teacher(
     config: DistillConfig | None = None,
     elements: Sequence[int] | None = None,
     dtype: torch.dtype = torch.float64,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> TorchTeacher:
     """Train the NN teacher (mode B) on a broad set with energies and forces only.
 
@@ -269,6 +330,7 @@ def train_teacher(
             ``DistillConfig().undistilled()``). Its ``seed`` also seeds the initialisation.
         elements: atomic numbers the teacher accepts (default: those in ``train``).
         dtype: dtype the returned teacher is evaluated in (float64 for exact rows).
+        progress: passed to :meth:`DistillTrainer.fit` (called once per epoch).
 
     Returns:
         A :class:`TorchTeacher` holding the EMA weights of the trained model.
@@ -296,5 +358,5 @@ def train_teacher(
             )
     zs = sorted(set(train.batch.numbers.tolist())) if elements is None else [int(z) for z in elements]
     model = make_student(arch, elements=tuple(zs), seed=cfg.seed)
-    trainer = DistillTrainer(model, None, cfg).fit(train, val)
+    trainer = DistillTrainer(model, None, cfg).fit(train, val, progress=progress)
     return TorchTeacher(trainer.model_, dtype=dtype)
