@@ -29,6 +29,17 @@ def _torch_threads() -> None:
     torch.set_num_threads(2)
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread for tiny models (more only spin on a busy machine); restored afterwards."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 _SMOKE: dict[str, tuple] = {}
 
 

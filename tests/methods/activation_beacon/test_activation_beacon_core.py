@@ -28,13 +28,7 @@ from iclr25.methods.activation_beacon import (
 )
 from iclr25.methods.activation_beacon.wrap import rope_functions
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cfg(**kw) -> BeaconConfig:

@@ -25,13 +25,7 @@ from iclr25.methods.hessian_distill.claim import CLAIM, _cell_cost
 _CRITERIA = {c.name: c for c in CLAIM.criteria}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one torch thread (extra threads only spin on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_smoke_covers_arms_figures_and_exactness(smoke_runs) -> None:

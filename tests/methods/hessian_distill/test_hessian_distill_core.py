@@ -38,13 +38,7 @@ from iclr25.methods.hessian_distill import (
 # ----------------------------------------------------------------------------------------- loss
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one torch thread (extra threads only spin on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_loss_zero_when_student_equals_teacher() -> None:

@@ -33,12 +33,7 @@ from iclr25.methods.hessian_distill import (
 TINY = StudentConfig(hidden=8, layers=1, n_rbf=4, cutoff=3.5)
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

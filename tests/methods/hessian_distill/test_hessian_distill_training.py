@@ -27,12 +27,7 @@ from iclr25.methods.hessian_distill import claim as claim_mod
 SMALL = StudentConfig(hidden=8, layers=1, n_rbf=4)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -30,14 +30,7 @@ from iclr25.methods.pal import (
     preference_loss,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one thread avoids synchronisation overhead (restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _gen(s: int = 0) -> torch.Generator:
