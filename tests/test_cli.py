@@ -102,7 +102,7 @@ def test_parallel_jobs_match_serial(fake_registry: dict, tmp_path: Path) -> None
     [
         (["check", "nope"], "unknown method 'nope'"),
         (["check", "fake", "--budget", "huge"], "--budget must be smoke, full or long"),
-        (["check", "fake_broken", "--budget", "long"], "has no long budget; claims with one: fake"),
+        (["check", "fake_broken", "--budget", "long"], "fake_broken has no long budget; claims with one:"),
         (["check", "fake", "--resume", "nowhere"], "is not a folder written by `iclr25 check`"),
         (["check", "fake", "--set", "nope=1"], "unknown field 'nope'"),
         (["check", "fake", "--set", "n=ten"], "expected an integer"),
