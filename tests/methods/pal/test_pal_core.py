@@ -117,14 +117,19 @@ def test_projector_parser() -> None:
         parse_projector("transformer3", 4, 4)
 
 
-@pytest.mark.parametrize("variant", ["A", "B"])
-def test_new_user_fit_trains_only_new_w(variant: str) -> None:
+def _fitted_on_two_users(variant: str) -> tuple:
+    """A small PAL fitted on two seen users: ``(estimator, x, y, labels)``."""
     rng = np.random.default_rng(0)
     n, d = 60, 6
     x, y = rng.normal(size=(n, d)), rng.normal(size=(n, d))
     lab = (x[:, 0] < y[:, 0]).astype(int)
     cfg = PALConfig(variant=variant, k=3, d_in=d, d_pref=4, epochs=2, batch_size=16, new_user_steps=5)
-    est = PALEstimator(cfg).fit(x, x, y, lab, ["s0", "s1"] * (n // 2))
+    return PALEstimator(cfg).fit(x, x, y, lab, ["s0", "s1"] * (n // 2)), x, y, lab
+
+
+@pytest.mark.parametrize("variant", ["A", "B"])
+def test_new_user_fit_trains_only_new_w(variant: str) -> None:
+    est, x, y, lab = _fitted_on_two_users(variant)
     before = {k: v.clone() for k, v in est.head_.state_dict().items()}
     est.partial_fit_new_users(x[:10], x[:10], y[:10], lab[:10], ["n0", "n1"] * 5)
     after = est.head_.state_dict()
@@ -390,12 +395,7 @@ def test_trainer_fits_trl_style_records() -> None:
 
 @pytest.mark.parametrize("variant", ["A", "B"])
 def test_new_users_by_cross_entropy_train_only_w(variant: str) -> None:
-    rng = np.random.default_rng(0)
-    n, d = 60, 6
-    x, y = rng.normal(size=(n, d)), rng.normal(size=(n, d))
-    lab = (x[:, 0] < y[:, 0]).astype(int)
-    cfg = PALConfig(variant=variant, k=3, d_in=d, d_pref=4, epochs=2, batch_size=16, new_user_steps=5)
-    est = PALEstimator(cfg).fit(x, x, y, lab, ["s0", "s1"] * (n // 2))
+    est, x, y, lab = _fitted_on_two_users(variant)
     before = {k: v.clone() for k, v in est.head_.state_dict().items()}
     fits = {}
     for loss in ("hinge", "ce"):
@@ -413,7 +413,7 @@ def test_new_users_by_cross_entropy_train_only_w(variant: str) -> None:
         PALConfig(new_user_loss="mse")
     # new_user_loss="ce" in the config is what loss="auto" picks.
     e = copy.deepcopy(est)
-    e.config = cfg.replace(new_user_loss="ce")
+    e.config = est.config.replace(new_user_loss="ce")
     e.head_.config = e.config
     e.partial_fit_new_users(x[:10], x[:10], y[:10], lab[:10], ["n0", "n1"] * 5)
     assert torch.equal(e.head_.users.blocks[1], fits["ce"])
