@@ -149,3 +149,23 @@ def test_result_types_are_checked() -> None:
         RunResult({"a": {"x": "1"}})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="points"):
         Series("t", "x", "y", [1, 2], {"l": [1.0]})
+
+
+def test_unmet_precondition_makes_the_test_not_applicable() -> None:
+    pre = replace(value("method.acc", ">=", 0.7), name="base_solves", precondition=True)
+    claim = replace(CLAIM, criteria=[*CLAIM.criteria, pre])
+    assert judge(claim, "full", [_res(0.9)] * 3).verdict is Verdict.SUPPORTED
+    j = judge(claim, "full", [_res(0.6)] * 3)  # the gain fails too: the precondition wins
+    assert j.verdict is Verdict.INCONCLUSIVE and "not applicable" in j.reason and "base_solves" in j.reason
+    with pytest.raises(ValueError, match="precondition"):
+        replace(pre, control=True)
+
+
+def test_parts_get_their_own_verdicts() -> None:
+    gain, *rest = CLAIM.criteria
+    split = [replace(gain, part="fast"), *rest, replace(gain, name="gain_slow", threshold=0.5, part="slow")]
+    claim = replace(CLAIM, criteria=split)
+    j = judge(claim, "full", [_res(0.9)] * 3)
+    assert j.parts["fast"][0] is Verdict.SUPPORTED
+    assert j.parts["slow"][0] is Verdict.NOT_SUPPORTED and "gain_slow" in j.parts["slow"][1]
+    assert j.verdict is Verdict.NOT_SUPPORTED  # the overall verdict still covers every gate

@@ -108,3 +108,13 @@ def test_report_section_opens_with_figure_and_shows_falsifiers_and_diagnosis(tmp
     assert "The toy effect is too small." in section and "- one wrapped\n- two\n- three" in section
     assert "🔴 **NOT_SUPPORTED**" in md
     assert "background:#cf222e" in (tmp_path / "report.html").read_text()
+
+
+def test_parts_are_shown_beside_the_verdict(tmp_path: Path) -> None:
+    write_claim_json(tmp_path, _finished_run())
+    record = json.loads((tmp_path / "fake.json").read_text())
+    assert record["parts"] == {}  # a claim without parts shows none
+    record["parts"] = {"learns faster": {"verdict": "SUPPORTED", "reason": "all 1 gating criteria held"}}
+    (tmp_path / "fake.json").write_text(json.dumps(record))
+    section = render_report(tmp_path)[0].read_text().split("## fake", 1)[1]
+    assert "| learns faster | 🟢 **SUPPORTED** | all 1 gating criteria held |" in section

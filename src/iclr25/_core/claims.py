@@ -122,6 +122,12 @@ class Criterion:
             (``tests/methods/<name>/test_x.py::test_y``) of a test that feeds a broken variant
             and sees the gate fail.
         explain: one plain-language sentence saying what the rule means, for the report.
+        precondition: True for a check that the test applies at all (e.g. the base model solves
+            the task uncompressed). It does not count towards SUPPORTED; when it fails, the
+            verdict is INCONCLUSIVE ("test not applicable"), never a pass or a fail.
+        part: the sub-claim this criterion belongs to ("" for none). A claim whose criteria
+            name parts gets one verdict per part beside the overall verdict, which still
+            covers every gate.
     """
 
     name: str
@@ -135,10 +141,14 @@ class Criterion:
     paper: str = ""
     falsifier: str = ""
     explain: str = ""
+    precondition: bool = False
+    part: str = ""
 
     def __post_init__(self) -> None:
         if self.op not in _OPS:
             raise ValueError(f"criterion {self.name}: unknown op {self.op!r}")
+        if self.precondition and (self.control or not self.gating):
+            raise ValueError(f"criterion {self.name}: a precondition is gating and not a control")
         if (self.kind == "value") != (self.b is None):
             raise ValueError(f"criterion {self.name}: kind {self.kind!r} with b={self.b!r}")
         for ref in (self.a, self.b):
@@ -409,6 +419,8 @@ class CriterionOutcome:
     falsifier: str = ""
     explain: str = ""
     measured: int | None = None
+    precondition: bool = False
+    part: str = ""
 
     @property
     def state(self) -> Literal["pass", "fail", "mixed", "not measured"]:
@@ -432,6 +444,27 @@ class Judgement:
     verdict: Verdict
     reason: str
     outcomes: list[CriterionOutcome]
+    parts: dict[str, tuple[Verdict, str]] = field(default_factory=dict)
+
+
+def _verdict_of(outcomes: Sequence[CriterionOutcome], n: int, needed: int) -> tuple[Verdict, str]:
+    """The verdict over some judged criteria: preconditions first, then the gates."""
+    unmet = [o for o in outcomes if o.precondition and o.state != "pass"]
+    if unmet:
+        names = ", ".join(f"{o.name} (median {o.median:.3g}; {o.rule})" for o in unmet)
+        return Verdict.INCONCLUSIVE, f"test not applicable: precondition not met: {names}"
+    gating = [o for o in outcomes if o.gating and not o.precondition]
+    if not gating:
+        return Verdict.INCONCLUSIVE, "no gating criterion"
+    failed = [o for o in gating if o.state == "fail"]
+    mixed = [o for o in gating if o.state == "mixed"]
+    if failed:
+        names = ", ".join(f"{o.name} (median {o.median:.3g}; {o.rule})" for o in failed)
+        return Verdict.NOT_SUPPORTED, f"failed: {names}"
+    if mixed:
+        names = ", ".join(f"{o.name} held in {o.held}/{n} seeds" for o in mixed)
+        return Verdict.INCONCLUSIVE, f"mixed over seeds: {names}"
+    return Verdict.SUPPORTED, f"all {len(gating)} gating criteria held in >= {needed}/{n} seeds"
 
 
 def judge(
@@ -443,9 +476,11 @@ def judge(
     """Judge a claim from its per-seed results. The one place verdicts are made.
 
     Each criterion's statistic is computed per seed; it passes when it holds in at least
-    ``ceil(2n/3)`` of ``n`` seeds (its median is reported). All gating criteria pass ->
-    SUPPORTED; any clearly fails (fails in ``ceil(2n/3)`` seeds) -> NOT_SUPPORTED; otherwise
-    INCONCLUSIVE. Any seed that raised -> ERROR. A report-only budget -> INCONCLUSIVE.
+    ``ceil(2n/3)`` of ``n`` seeds (its median is reported). A precondition that does not pass
+    -> INCONCLUSIVE (the test does not apply). Otherwise all gating criteria pass -> SUPPORTED;
+    any clearly fails (fails in ``ceil(2n/3)`` seeds) -> NOT_SUPPORTED; otherwise INCONCLUSIVE.
+    Any seed that raised -> ERROR. A report-only budget -> INCONCLUSIVE. Criteria that name a
+    ``part`` are also judged by the same rule per part, with the preconditions.
 
     Args:
         claim: the claim.
@@ -492,23 +527,19 @@ def judge(
                     falsifier=c.falsifier,
                     explain=c.explain,
                     measured=measured,
+                    precondition=c.precondition and gating,
+                    part=c.part,
                 )
             )
     except KeyError as err:
         return Judgement(Verdict.ERROR, str(err.args[0]), outcomes)
     if spec.report_only:
         return Judgement(Verdict.INCONCLUSIVE, f"{budget}: report-only", outcomes)
-    gating = [o for o in outcomes if o.gating]
-    failed = [o for o in gating if o.state == "fail"]
-    mixed = [o for o in gating if o.state == "mixed"]
-    if failed:
-        names = ", ".join(f"{o.name} (median {o.median:.3g}; {o.rule})" for o in failed)
-        return Judgement(Verdict.NOT_SUPPORTED, f"failed: {names}", outcomes)
-    if mixed:
-        names = ", ".join(f"{o.name} held in {o.held}/{n} seeds" for o in mixed)
-        return Judgement(Verdict.INCONCLUSIVE, f"mixed over seeds: {names}", outcomes)
-    return Judgement(
-        Verdict.SUPPORTED,
-        f"all {len(gating)} gating criteria held in >= {needed}/{n} seeds",
-        outcomes,
-    )
+    # A precondition covers every part: a part's verdict is judged with them.
+    pre = [o for o in outcomes if o.precondition]
+    parts = {
+        part: _verdict_of([*pre, *(o for o in outcomes if o.part == part and not o.precondition)], n, needed)
+        for part in dict.fromkeys(o.part for o in outcomes if o.part)
+    }
+    verdict, reason = _verdict_of(outcomes, n, needed)
+    return Judgement(verdict, reason, outcomes, parts)

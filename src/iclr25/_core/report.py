@@ -78,6 +78,7 @@ def claim_record(run: ClaimRun) -> dict[str, Any]:
         "outcomes": [dict(dataclasses.asdict(o), state=o.state) for o in judgement.outcomes],
         "verdict": judgement.verdict.value,
         "reason": judgement.reason,
+        "parts": {k: {"verdict": v.value, "reason": why} for k, (v, why) in judgement.parts.items()},
         "seconds": run.seconds,
         "figure": claim.figure,
         "diagnosis": readme_diagnosis(claim.name),
@@ -392,13 +393,13 @@ def _criteria_rows(r: dict[str, Any]) -> list[list[str]]:
         if o["control"]:
             falsifier = "(is a control)"
         else:
-            falsifier = spec.get("falsifier") or ("—" if not o["gating"] else "none named")
+            falsifier = spec.get("falsifier") or ("—" if not o["gating"] or o.get("precondition") else "none named")
         rows.append(
             [
                 o["name"] + (" (control)" if o["control"] else ""),
                 spec.get("explain") or "—",
                 f"`{o['rule']}`",
-                "yes" if o["gating"] else "report",
+                ("precondition" if o.get("precondition") else "yes") if o["gating"] else "report",
                 f"`{falsifier}`" if spec.get("falsifier") else falsifier,
                 ", ".join(_fmt(v) for v in o["per_seed"]),
                 _fmt(o["median"]),
@@ -421,6 +422,10 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> li
             f"seeds {[s['seed'] for s in r['seeds']]}, {r['seconds']:.1f} s, device {r['device']}.",
         ),
     ]
+    if r.get("parts"):
+        rows = [["part", "verdict", "reason"]]
+        rows += [[k, _verdict_cell(v["verdict"]), v["reason"]] for k, v in r["parts"].items()]
+        blocks.append(_Block("table", rows=rows))
     # The headline figure opens the section; the others follow the tables.
     key = r.get("figure") or (figures[0][2] if figures else "")
     headline = [f for f in figures if f[2] == key][:1]
@@ -649,13 +654,17 @@ def _results_body(r: dict[str, Any], date: str, sha: str, path: Path) -> str:
                 f"`{o['rule']}`",
                 o.get("paper") or "—",
                 _fmt(o["median"]),
-                o["state"] if o["gating"] else f"{o['state']} (report only)",
+                (f"{o['state']} (precondition)" if o.get("precondition") else o["state"])
+                if o["gating"]
+                else f"{o['state']} (report only)",
             ]
         )
+    parts = "".join(f"- {k}: **{v['verdict']}** — {v['reason']}.\n" for k, v in r.get("parts", {}).items())
     return (
         f"**{r['verdict']}** — {r['reason']}. Budget `{r['budget']}`, seeds "
         f"{[s['seed'] for s in r['seeds']]}, {r['seconds']:.0f} s, {date}, commit "
         f"`{(sha or 'unknown')[:10]}`; `iclr25 check {r['name']} --budget {r['budget']}`.\n\n"
+        + (f"Verdict by part:\n\n{parts}\n" if parts else "")
         + _to_markdown([_Block("table", rows=rows)], path)
     )
 
