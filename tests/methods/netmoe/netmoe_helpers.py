@@ -8,6 +8,7 @@ import torch
 from iclr25.methods.netmoe import (
     DenseMoE,
     ExpertParallelMoE,
+    ExpertParallelStack,
     Placement,
     Topology,
     all_to_all_v,
@@ -113,3 +114,38 @@ def callable_placement(rank: int, world: int) -> dict:
         "num_rows": stats.num.tolist(),
         "out_err": float((y.detach() - y_ref.detach()[new_ids]).abs().max()),
     }
+
+
+def stack_num_sources(rank: int, world: int) -> dict:
+    """A three-layer stack under each num_source: what the solver priced, and where layers dispatch from."""
+    topo = Topology(world, 1, bytes_per_token=8 * 4)
+    h_all, _, _ = make_block_batch(4 * world, 6, 8, 3, seed=2)
+    ids = torch.arange(4 * rank, 4 * rank + 4)
+    dense = [DenseMoE(8, 16, 2 * world, 2, generator=torch.Generator().manual_seed(10 + i)) for i in range(2)]
+    y_ref = dense[1](dense[0](h_all)[0])[0]
+    out: dict = {}
+    for src in ("current", "predicted", "oracle"):
+        stack = ExpertParallelStack([
+            ExpertParallelMoE(8, 16, 2 * world, 2, topology=topo, num_source=src,
+                              generator=torch.Generator().manual_seed(10 + i))
+            for i in range(2)
+        ])  # fmt: skip
+        y, new_ids, stats = stack(h_all[ids], ids)
+        nxt = stack.layers[1]
+        # The next router on layer 0's input, gathered over ranks in global id order.
+        pred = torch.zeros(4 * world, world, dtype=torch.int64)
+        pred[ids] = nxt.route_counts(h_all[ids])
+        torch.distributed.all_reduce(pred)
+        out[src] = {
+            "num_is_routed": [bool(np.array_equal(s.num, s.routed)) for s in stats],
+            "num_minus_routed": [(s.num - s.routed).tolist() for s in stats],
+            "next_router_on_input": pred.tolist(),
+            "next_routed": stats[1].routed.tolist(),
+            "origin_is_previous_placement": bool(
+                np.array_equal(stats[1].origin, stats[0].placement.device_of_sample)
+            ),
+        }
+        out["out_err"] = max(
+            out.get("out_err", 0.0), float((y.detach() - y_ref.detach()[new_ids]).abs().max())
+        )
+    return out

@@ -48,7 +48,7 @@ def _check(res: dict, moved: bool = True) -> None:
 def test_world_size_one_equals_dense() -> None:
     res = run(equivalence_worker, 1, EquivalenceSpec(nodes=1, gpus_per_node=1, samples=4), **TIMEOUTS)[0]
     _check(res, moved=False)
-    assert res["identity"]["combine_inter_bytes"] == 0.0
+    assert res["identity"]["inter_bytes"] == 0.0
 
 
 def test_two_ranks_equal_forward_backward_and_bytes() -> None:
@@ -61,12 +61,32 @@ def test_two_ranks_equal_forward_backward_and_bytes() -> None:
 
 
 @pytest.mark.parametrize("residual", ["expert_side", "migrate"])
-def test_four_ranks_both_residual_modes(residual: str) -> None:
-    spec = EquivalenceSpec(residual=residual, seed=0)
+def test_four_ranks_two_layer_stack_both_residual_modes(residual: str) -> None:
+    spec = EquivalenceSpec(residual=residual, seed=0, layers=2, num_source="predicted")
     res = run(equivalence_worker, 4, spec, **TIMEOUTS)[0]
     _check(res, moved=residual == "expert_side")
     if residual == "expert_side":
-        assert res["netmoe"]["combine_inter_bytes"] < res["identity"]["combine_inter_bytes"]
+        assert res["netmoe"]["inter_bytes"] < res["identity"]["inter_bytes"]
+
+
+@pytest.mark.parametrize("num_source", ["current", "predicted", "oracle"])
+def test_two_rank_stack_every_num_source(num_source: str) -> None:
+    spec = EquivalenceSpec(nodes=2, gpus_per_node=1, samples=8, layers=3, num_source=num_source, seed=1)
+    _check(run(equivalence_worker, 2, spec, **TIMEOUTS)[0])
+
+
+def test_stack_prices_next_layer_and_persists_placement() -> None:
+    res = run(hp.stack_num_sources, 2, **TIMEOUTS)
+    r = res[0]
+    # current: the solver sees this layer's counts; predicted: plus the next router on this input;
+    # oracle: plus the next layer's true counts. The last layer has no next dispatch.
+    assert r["current"]["num_is_routed"] == [True, True]
+    assert r["predicted"]["num_minus_routed"][0] == r["predicted"]["next_router_on_input"]
+    assert r["predicted"]["num_is_routed"][1]
+    assert r["oracle"]["num_minus_routed"][0] == r["oracle"]["next_routed"]
+    for src in ("current", "predicted", "oracle"):
+        assert r[src]["origin_is_previous_placement"]
+    assert all(x["out_err"] <= 1e-6 for x in res)
 
 
 def test_capacity_drops_by_global_token_id() -> None:
@@ -128,7 +148,8 @@ def test_labels_and_global_loss_helpers() -> None:
 @pytest.mark.slow
 def test_four_ranks_more_seeds() -> None:
     for seed in range(1, 4):
-        _check(run(equivalence_worker, 4, dataclasses.replace(EquivalenceSpec(), seed=seed), **TIMEOUTS)[0])
+        spec = dataclasses.replace(EquivalenceSpec(layers=2), seed=seed)
+        _check(run(equivalence_worker, 4, spec, **TIMEOUTS)[0])
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs >= 2 GPUs")

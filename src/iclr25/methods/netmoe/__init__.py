@@ -5,11 +5,22 @@ Fangcheng Fu, Xupeng Miao, Shenhan Zhu, Xiaonan Nie, Bin Cui, ICLR 2025, OpenRev
 ``1qP3lsatCR`` (no arXiv version established; no official code).
 """
 
-from .cost import Topology, TrafficReport, assignment_counts, inter_cost, intra_cost, link_bytes, traffic
+from .cost import (
+    IterationTraffic,
+    Topology,
+    TrafficReport,
+    assignment_counts,
+    inter_cost,
+    intra_cost,
+    iteration_traffic,
+    link_bytes,
+    traffic,
+)
 from .layer import (
     A2AStats,
     DenseMoE,
     ExpertParallelMoE,
+    ExpertParallelStack,
     all_to_all_v,
     exchange_counts,
     init_moe_parameters,
@@ -23,6 +34,7 @@ from .solve import (
     greedy_placement,
     identity_placement,
     placement_cost,
+    plan_layers,
     random_placement,
     solve_bottleneck,
     solve_ilp,
@@ -35,6 +47,8 @@ __all__ = [
     "DenseMoE",
     "EquivalenceSpec",
     "ExpertParallelMoE",
+    "ExpertParallelStack",
+    "IterationTraffic",
     "Placement",
     "Topology",
     "TrafficReport",
@@ -50,10 +64,12 @@ __all__ = [
     "init_moe_parameters",
     "inter_cost",
     "intra_cost",
+    "iteration_traffic",
     "link_bytes",
     "make_block_batch",
     "placed_labels",
     "placement_cost",
+    "plan_layers",
     "probe_all_to_all",
     "random_placement",
     "solve_bottleneck",

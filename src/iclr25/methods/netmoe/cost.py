@@ -3,8 +3,10 @@
 Implements the communication model of Sec. 3 of *NetMoE: Accelerating MoE Training through
 Dynamic Sample Placement* (Liu et al., ICLR 2025): the per-sample, per-device assignment
 counts ``num[i, j]``, the inter-node copies ``c[i, n]`` and intra-node copies ``c'[i, g]`` of a
-sample placed on node ``n`` / device ``g``, and the modelled All-to-All time, both as a sum over
-samples (the objective the paper optimises) and as the slowest device (the max model). NumPy only.
+sample placed on node ``n`` / device ``g``, and the modelled All-to-All time: the paper's Eq. 1,
+``max(t_intra, t_inter)`` over the two channels' totals (the headline metric), a sum over samples
+and the slowest device (the max model, secondary). :func:`iteration_traffic` adds up the 2L
+All-to-Alls of an L-layer stack whose placement persists across layers. NumPy only.
 
 Units: bandwidths are bytes per second per device (400 GB/s NVLink, 100 GB/s InfiniBand in the
 paper's cluster, 1 GB = 1e9 bytes); one token copy moves ``bytes_per_token = d_model x element
@@ -24,11 +26,13 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
+    "IterationTraffic",
     "Topology",
     "TrafficReport",
     "assignment_counts",
     "inter_cost",
     "intra_cost",
+    "iteration_traffic",
     "link_bytes",
     "traffic",
 ]
@@ -234,6 +238,9 @@ class TrafficReport:
         intra_bytes: bytes between distinct devices of one node.
         t_sum: sum model, ``inter_bytes / B_inter + intra_bytes / B_intra`` (seconds).
         t_max: max model, slowest receiver's ``inter_in / B_inter + intra_in / B_intra`` (seconds).
+        t_eq1: the paper's Eq. 1, ``max(t_intra, t_inter)``: the two channels run concurrently and
+            each moves its total over the J devices' links, ``t_inter = inter_bytes / (J B_inter)``,
+            ``t_intra = intra_bytes / (J B_intra)`` (seconds).
     """
 
     links: np.ndarray
@@ -241,6 +248,7 @@ class TrafficReport:
     intra_bytes: float
     t_sum: float
     t_max: float
+    t_eq1: float = 0.0
 
 
 def traffic(
@@ -268,12 +276,17 @@ def traffic(
     Example:
         >>> topo = Topology(2, 2, bw_intra=4.0, bw_inter=1.0, bytes_per_token=1)
         >>> rep = traffic(np.array([[3, 1, 0, 0], [0, 0, 2, 2]]), np.array([0, 2]), topo)
-        >>> rep.inter_bytes, rep.intra_bytes, rep.t_sum, rep.t_max
-        (0.0, 3.0, 0.75, 0.5)
+        >>> rep.inter_bytes, rep.intra_bytes, rep.t_sum, rep.t_max, rep.t_eq1
+        (0.0, 3.0, 0.75, 0.5, 0.1875)
     """
     links = link_bytes(
         num, device_of_sample, topo, origin=origin, residual=residual, tokens_per_sample=tokens_per_sample
     )
+    return _report(links, topo)
+
+
+def _report(links: np.ndarray, topo: Topology) -> TrafficReport:
+    """Totals and the three time models of one All-to-All given its ``[J, J]`` link bytes."""
     node = topo.node_array()
     cross = node[:, None] != node[None, :]  # [J, J]
     local = np.eye(topo.devices, dtype=bool)
@@ -281,10 +294,73 @@ def traffic(
     intra_m = np.where(~cross & ~local, links, 0.0)
     recv_t = inter_m.sum(0) / topo.bw_inter + intra_m.sum(0) / topo.bw_intra  # [J]
     inter_b, intra_b = float(inter_m.sum()), float(intra_m.sum())
+    j = topo.devices
     return TrafficReport(
         links=links,
         inter_bytes=inter_b,
         intra_bytes=intra_b,
         t_sum=inter_b / topo.bw_inter + intra_b / topo.bw_intra,
         t_max=float(recv_t.max()) if recv_t.size else 0.0,
+        t_eq1=max(inter_b / (j * topo.bw_inter), intra_b / (j * topo.bw_intra)),
     )
+
+
+@dataclass(frozen=True)
+class IterationTraffic:
+    """Modelled All-to-All traffic of one forward pass through L MoE layers (2L All-to-Alls).
+
+    The backward pass mirrors every All-to-All with the same bytes, a constant factor of 2 that
+    leaves every ratio unchanged.
+
+    Args:
+        inter_bytes: inter-node bytes over all 2L All-to-Alls.
+        intra_bytes: intra-node bytes (distinct devices of one node).
+        t_eq1: sum over the All-to-Alls of the paper's Eq. 1 time ``max(t_intra, t_inter)``.
+        t_max: sum over the All-to-Alls of the slowest device's time (secondary).
+        t_sum: sum over the All-to-Alls of the sum model.
+    """
+
+    inter_bytes: float
+    intra_bytes: float
+    t_eq1: float
+    t_max: float
+    t_sum: float
+
+
+def iteration_traffic(
+    nums: list[np.ndarray], placements: list[np.ndarray], topo: Topology, origin: np.ndarray
+) -> IterationTraffic:
+    """Traffic of a stack whose sample placement persists from layer to layer.
+
+    Layer l dispatches from where layer l-1's combine left each sample (``origin`` for l = 0)
+    and combines toward ``placements[l]``: the dispatch of layer l+1 and the combine of layer l
+    both see the same placement, which is why the paper's edge weight adds their costs
+    (Eq. 5/6/10).
+
+    Args:
+        nums: per layer, assignment counts ``[I, J]``.
+        placements: per layer, ``g_i`` after the layer's combine ``[I]``.
+        topo: the cluster.
+        origin: where the loader put each sample ``[I]``.
+
+    Returns:
+        An :class:`IterationTraffic`.
+
+    Example:
+        >>> topo = Topology(2, 1, bw_intra=4.0, bw_inter=1.0, bytes_per_token=1)
+        >>> num = np.array([[2, 0], [0, 2]])
+        >>> it = iteration_traffic([num, num], [np.array([0, 1])] * 2, topo, np.array([1, 0]))
+        >>> it.inter_bytes, it.t_eq1
+        (4.0, 2.0)
+    """
+    if len(nums) != len(placements) or not nums:
+        raise ValueError(f"need one placement per layer, got {len(nums)} layers and {len(placements)}")
+    where = np.asarray(origin, dtype=np.int64)
+    totals = np.zeros(5)
+    for num, g in zip(nums, placements, strict=True):
+        dispatch = _report(link_bytes(num, where, topo).T, topo)  # samples -> experts
+        combine = _report(link_bytes(num, g, topo), topo)  # experts -> samples' new devices
+        for rep in (dispatch, combine):
+            totals += (rep.inter_bytes, rep.intra_bytes, rep.t_eq1, rep.t_max, rep.t_sum)
+        where = np.asarray(g, dtype=np.int64)
+    return IterationTraffic(*(float(v) for v in totals))

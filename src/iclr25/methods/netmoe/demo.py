@@ -1,4 +1,4 @@
-"""``torchrun`` entry point: a few steps of the expert-parallel MoE layer with NetMoE placement.
+"""``torchrun`` entry point: a few steps of a placed expert-parallel MoE stack (NetMoE's objective).
 
 Runs the mechanism of *NetMoE: Accelerating MoE Training through Dynamic Sample Placement*
 (Liu et al., ICLR 2025, Algorithm 1) on a real process group: gloo on CPU, NCCL on GPU.
@@ -6,8 +6,11 @@ On one CPU machine, 4 processes emulate 2 nodes x 2 devices::
 
     torchrun --nproc-per-node 4 -m iclr25.methods.netmoe.demo --gpus-per-node 2
 
-Rank 0 prints, per step, the measured inter/intra-node combine bytes of the placed layer next to
-those of plain expert parallelism, and whether the outputs agree.
+Every layer's placement prices its own combine plus the next layer's dispatch, with the next
+layer's routing predicted from this layer's input (``num_source="predicted"``), and persists into
+the next layer. Rank 0 prints, per step, the measured inter/intra-node bytes of all dispatches
+and combines of the placed stack next to those of plain expert parallelism, and whether the
+outputs agree.
 
 References:
     Xinyi Liu, Yujie Wang, Fangcheng Fu, Xupeng Miao, Shenhan Zhu, Xiaonan Nie, Bin Cui.
@@ -24,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from .launch import init_from_env
-from .layer import ExpertParallelMoE
+from .layer import ExpertParallelMoE, ExpertParallelStack
 from .placement import make_block_batch
 
 __all__ = ["main"]
@@ -45,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-len", type=int, default=32)
     ap.add_argument("--d-model", type=int, default=64)
     ap.add_argument("--experts-per-rank", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=2, help="MoE layers of the stack")
     ap.add_argument("--backend", default=None, help="gloo or nccl (default: nccl if CUDA is available)")
     args = ap.parse_args(argv)
     try:
@@ -55,11 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu")
     topo = type(topo)(topo.nodes, topo.gpus_per_node, bytes_per_token=args.d_model * 4)
     experts = args.experts_per_rank * world
-    layers = {
-        name: ExpertParallelMoE(
-            args.d_model, 2 * args.d_model, experts, 2, topology=topo, placement=name,
-            generator=torch.Generator().manual_seed(0),
-        ).to(device)
+    stacks = {
+        name: ExpertParallelStack([
+            ExpertParallelMoE(
+                args.d_model, 2 * args.d_model, experts, 2, topology=topo, placement=name,
+                num_source="predicted", generator=torch.Generator().manual_seed(layer),
+            )
+            for layer in range(args.layers)
+        ]).to(device)
         for name in ("identity", "netmoe")
     }  # fmt: skip
     node = topo.node_array()
@@ -70,21 +77,26 @@ def main(argv: list[str] | None = None) -> int:
         h_all, _, _ = make_block_batch(n_glob, args.seq_len, args.d_model, 2, seed=step)
         ids = torch.arange(rank * args.samples_per_rank, (rank + 1) * args.samples_per_rank)
         outs = {}
-        for name, layer in layers.items():
-            y, new_ids, stats = layer(h_all[ids].to(device), ids.to(device))
+        for name, stack in stacks.items():
+            y, new_ids, stats = stack(h_all[ids].to(device), ids.to(device))
             full = torch.zeros(n_glob, args.seq_len, args.d_model, device=device)
             full[new_ids] = y.detach()
             dist.all_reduce(full)
             outs[name] = (full, stats)
         if rank == 0:
             same = torch.allclose(outs["identity"][0], outs["netmoe"][0], atol=1e-5)
+
+            def kb(sts: list, mask: np.ndarray) -> float:
+                return (
+                    sum(float(s.combine_links[mask].sum() + s.dispatch_links[mask].sum()) for s in sts) / 1e3
+                )
+
             row = " ".join(
-                f"{n}: inter {st.combine_links[cross].sum() / 1e3:.1f} kB"
-                f" intra {st.combine_links[off].sum() / 1e3:.1f} kB"
-                for n, (_, st) in outs.items()
+                f"{n}: inter {kb(sts, cross):.1f} kB intra {kb(sts, off):.1f} kB"
+                for n, (_, sts) in outs.items()
             )
-            st = outs["netmoe"][1]
-            moved = int((st.placement.device_of_sample != st.origin).sum())
+            sts = outs["netmoe"][1]
+            moved = int((sts[-1].placement.device_of_sample != sts[0].origin).sum())
             print(f"step {step}: {row}; moved {moved}/{n_glob} samples; outputs equal: {same}")
     dist.destroy_process_group()
     return 0

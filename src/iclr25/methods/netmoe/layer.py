@@ -9,6 +9,11 @@ first, then payload and metadata) -> grouped expert compute -> All-to-All toward
 -> scatter in fixed slot order, samples ordered by global id. One code path for gloo (CPU) and
 NCCL (GPU); the caller chooses the device.
 
+The solver prices the paper's edge weight (Eq. 5/6/10) when ``num_source`` is ``"predicted"``
+or ``"oracle"``: this layer's combine plus the next layer's dispatch, which leaves from the
+same new device. :class:`ExpertParallelStack` chains blocks so the placement persists from
+layer to layer and each block can feed its input to the next block's router (Sec. 3.3).
+
 Residual (``y = h + sum_r p_r E_r(LN h)``): ``"expert_side"`` dispatches ``h`` itself, applies the
 replicated norm on the expert side and adds ``h`` once per token (on the slot-0 copy), so the
 residual follows the sample at no extra bytes; ``"migrate"`` sends ``h`` to the new device inside
@@ -24,6 +29,7 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -43,6 +49,7 @@ __all__ = [
     "A2AStats",
     "DenseMoE",
     "ExpertParallelMoE",
+    "ExpertParallelStack",
     "all_to_all_v",
     "exchange_counts",
     "init_moe_parameters",
@@ -278,7 +285,9 @@ class A2AStats:
     Args:
         placement: the broadcast :class:`Placement` of the global batch.
         origin: ``[I]`` rank holding each sample before the layer.
-        num: ``[I, J]`` assignment counts the placement was solved on.
+        num: ``[I, J]`` counts the placement was solved on (this layer's routing, plus the next
+            layer's predicted or true routing when ``num_source`` says so).
+        routed: ``[I, J]`` this layer's own assignment counts (what its All-to-Alls move).
         dispatch_links: ``[J, J]`` payload bytes per link of the dispatch (measured counts).
         combine_links: ``[J, J]`` payload bytes per link of the combine (measured counts).
         meta_bytes: bytes of metadata this rank sent (ids, positions, slots, gate probabilities).
@@ -289,6 +298,7 @@ class A2AStats:
     placement: Placement
     origin: np.ndarray
     num: np.ndarray
+    routed: np.ndarray
     dispatch_links: np.ndarray
     combine_links: np.ndarray
     meta_bytes: int = 0
@@ -312,16 +322,18 @@ class ExpertParallelMoE(nn.Module):
         ep_group: the expert-parallel process group (default: the world).
         placement: ``"netmoe"`` (:func:`solve_two_stage`), ``"identity"``, ``"random"`` or a
             callable ``(num [I, J], topology) -> Placement``.
-        num_source: ``"current"`` (this layer's routing) or a callable
-            ``(h, sample_ids) -> num rows [I_loc, J]`` (predicted routing).
+        num_source: what the solver prices (the paper's edge weight, Eq. 5/6/10, is this layer's
+            combine plus the next layer's dispatch): ``"current"`` (this layer's routing only),
+            ``"predicted"`` (plus the next layer's router applied to this layer's input, Sec. 3.3;
+            the next layer is set by :class:`ExpertParallelStack`), ``"oracle"`` (plus the true
+            next-layer counts passed as ``num_next``), or a callable
+            ``(h, sample_ids) -> num rows [I_loc, J]`` that replaces the counts.
         residual: ``"expert_side"`` or ``"migrate"``.
         norm: apply the replicated pre-norm LayerNorm.
         capacity_factor: None for dropless; else drop by global token id beyond
             ``ceil(cf * I S k / E)`` copies per expert.
         generator: draws the parameters of all E experts (same seed on every rank).
         seed: seed of ``placement="random"`` (combined with a step counter).
-        emulate_bandwidth: if given ``(bw_inter, bw_intra)`` bytes/s, each rank sleeps after the
-            combine for its received payload bytes at these rates (a report-only emulator).
 
     Shape:
         h ``[I_loc, S, d]``, sample_ids ``[I_loc]`` -> y ``[I_loc, S, d]``, new ids ``[I_loc]``.
@@ -341,13 +353,13 @@ class ExpertParallelMoE(nn.Module):
         topology: Topology,
         ep_group: Any = None,
         placement: Literal["netmoe", "identity", "random"] | PlacementFn = "netmoe",
-        num_source: Literal["current"] | Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = "current",
+        num_source: Literal["current", "predicted", "oracle"]
+        | Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = "current",
         residual: Literal["expert_side", "migrate"] = "expert_side",
         norm: bool = True,
         capacity_factor: float | None = None,
         generator: torch.Generator | None = None,
         seed: int = 0,
-        emulate_bandwidth: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         if not dist.is_initialized():
@@ -360,6 +372,10 @@ class ExpertParallelMoE(nn.Module):
             raise ValueError(f"top_k must lie in [1, num_experts={num_experts}], got {top_k}")
         if residual not in ("expert_side", "migrate"):
             raise ValueError(f"residual must be 'expert_side' or 'migrate', got {residual!r}")
+        if not (callable(num_source) or num_source in ("current", "predicted", "oracle")):
+            raise ValueError(
+                f"num_source must be 'current', 'predicted', 'oracle' or a callable, got {num_source!r}"
+            )
         if not (callable(placement) or placement in ("netmoe", "identity", "random")):
             raise ValueError(
                 f"placement must be 'netmoe', 'identity', 'random' or a callable, got {placement!r}"
@@ -385,8 +401,17 @@ class ExpertParallelMoE(nn.Module):
         self.d_model, self.num_experts, self.top_k = d_model, num_experts, top_k
         self.topology, self.placement, self.num_source = topology, placement, num_source
         self.residual, self.capacity_factor, self.seed = residual, capacity_factor, seed
-        self.emulate_bandwidth = emulate_bandwidth
         self._step = 0
+        self.__dict__["next_layer"] = None  # set by ExpertParallelStack; not a submodule
+
+    def route_counts(self, h: torch.Tensor) -> torch.Tensor:
+        """Device counts ``[I_loc, J]`` of this layer's router applied to ``h [I_loc, S, d]`` (no grad)."""
+        with torch.no_grad():
+            x = self.norm(h) if self.norm is not None else h
+            ids, _ = _route(x, self.gate, self.top_k)  # [I_loc, S, k]
+            dev = self.expert_device[ids].reshape(h.shape[0], -1)  # [I_loc, S*k]
+            out = torch.zeros(h.shape[0], self.world, dtype=torch.int64, device=h.device)
+            return out.scatter_add_(1, dev, torch.ones_like(dev))
 
     # -- helpers -------------------------------------------------------------------------------
     def replicated_parameters(self) -> list[nn.Parameter]:
@@ -402,12 +427,13 @@ class ExpertParallelMoE(nn.Module):
             if prm.grad is not None:
                 dist.all_reduce(prm.grad, group=self.group)
 
-    def _solve(self, num: np.ndarray, origin: np.ndarray) -> Placement:
-        if callable(self.placement):
-            return self.placement(num, self.topology)
-        if self.placement == "netmoe":
+    def _solve(self, num: np.ndarray, origin: np.ndarray, override: str | None = None) -> Placement:
+        how = self.placement if override is None else override
+        if callable(how):
+            return how(num, self.topology)
+        if how == "netmoe":
             return solve_two_stage(num, self.topology)
-        if self.placement == "random":
+        if how == "random":
             return random_placement(
                 num.shape[0], self.topology, np.random.default_rng([self.seed, self._step])
             )
@@ -420,13 +446,21 @@ class ExpertParallelMoE(nn.Module):
 
     # -- forward -------------------------------------------------------------------------------
     def forward(
-        self, h: torch.Tensor, sample_ids: torch.Tensor
+        self,
+        h: torch.Tensor,
+        sample_ids: torch.Tensor,
+        *,
+        num_next: np.ndarray | None = None,
+        placement: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, A2AStats]:
         """Gate, place, dispatch, compute, combine toward the new devices.
 
         Args:
             h: this rank's samples ``[I_loc, S, d]``.
             sample_ids: their global ids ``[I_loc]`` (int64; all ranks together hold ``0..I-1``).
+            num_next: with ``num_source="oracle"``, the next layer's true counts ``[I, J]`` in
+                global id order (the same on every rank); None for the last layer.
+            placement: overrides the layer's ``placement`` for this call (e.g. ``"identity"``).
 
         Returns:
             ``(y, new_sample_ids, stats)``: the block output of the samples now on this rank, in
@@ -440,20 +474,29 @@ class ExpertParallelMoE(nn.Module):
         x = self.norm(h) if self.norm is not None else h
         ids, probs = _route(x, self.gate, k)  # [I_loc, S, k]
         copy_dev = self.expert_device[ids]  # [I_loc, S, k]
+        routed_loc = torch.zeros(n_loc, world, dtype=torch.int64, device=dev)
+        routed_loc.scatter_add_(1, copy_dev.reshape(n_loc, -1), torch.ones_like(copy_dev.reshape(n_loc, -1)))
+        nxt = self.__dict__["next_layer"]
         if callable(self.num_source):
             num_loc = self.num_source(h, sample_ids).to(dev, torch.int64)  # [I_loc, J]
+        elif self.num_source == "predicted" and nxt is not None:
+            num_loc = routed_loc + nxt.route_counts(h)  # Sec. 3.3: this input through the next router
         else:
-            num_loc = torch.zeros(n_loc, world, dtype=torch.int64, device=dev)
-            num_loc.scatter_add_(1, copy_dev.reshape(n_loc, -1), torch.ones_like(copy_dev.reshape(n_loc, -1)))
+            num_loc = routed_loc
 
         # Share the num rows; rank 0 solves and broadcasts one placement.
         all_ids = self._all_gather(sample_ids.to(dev, torch.int64)).cpu().numpy()  # [I]
-        all_num = self._all_gather(num_loc).cpu().numpy()  # [I, J]
+        both = self._all_gather(torch.cat([num_loc, routed_loc], 1)).cpu().numpy()  # [I, 2J]
         n_glob = n_loc * world
         if not np.array_equal(np.sort(all_ids), np.arange(n_glob)):
             raise ValueError("sample_ids across ranks must be a permutation of 0..I-1")
-        num = np.empty_like(all_num)
-        num[all_ids] = all_num
+        num = np.empty((n_glob, world), dtype=np.int64)
+        routed = np.empty((n_glob, world), dtype=np.int64)
+        num[all_ids], routed[all_ids] = both[:, :world], both[:, world:]
+        if self.num_source == "oracle" and num_next is not None:
+            if np.shape(num_next) != (n_glob, world):
+                raise ValueError(f"num_next must have shape [{n_glob}, {world}], got {np.shape(num_next)}")
+            num = num + np.asarray(num_next, dtype=np.int64)
         origin = np.empty(n_glob, dtype=np.int64)
         origin[all_ids] = np.repeat(np.arange(world), n_loc)
         plan = torch.full((n_glob,), -1, dtype=torch.int64, device=dev)
@@ -464,7 +507,7 @@ class ExpertParallelMoE(nn.Module):
                 cost_num = num.copy()
                 if self.residual == "migrate":  # the residual rows act as S more copies at the origin
                     cost_num[np.arange(n_glob), origin] += seq
-                pl = self._solve(cost_num, origin)
+                pl = self._solve(cost_num, origin, placement)
                 pl.validate(self.topology)
                 plan = torch.as_tensor(pl.device_of_sample, device=dev)
             except ValueError as err:  # every rank raises below instead of hanging
@@ -544,9 +587,6 @@ class ExpertParallelMoE(nn.Module):
         for r in range(1, nslots):  # fixed slot order, independent of arrival order
             y = y + slots[:, :, r]
 
-        if self.emulate_bandwidth is not None:
-            self._emulate(crsplits, d * h.element_size())
-
         # Per-link byte counters from the measured split sizes (payload only).
         links_d = self._all_gather(disp_bytes.view(1, -1)).cpu().numpy().astype(np.float64)
         links_c = self._all_gather(comb_bytes.view(1, -1)).cpu().numpy().astype(np.float64)
@@ -556,6 +596,7 @@ class ExpertParallelMoE(nn.Module):
             placement=placement,
             origin=origin,
             num=num,
+            routed=routed,
             dispatch_links=links_d,
             combine_links=links_c,
             meta_bytes=meta_bytes,
@@ -564,12 +605,54 @@ class ExpertParallelMoE(nn.Module):
         )
         return y, new_ids, stats
 
-    def _emulate(self, recv_rows: list[int], row_bytes: int) -> None:
-        """Sleep for the inter/intra-node bytes this rank receives in the combine (report-only)."""
-        bw_inter, bw_intra = self.emulate_bandwidth  # type: ignore[misc]
-        recv = np.asarray(recv_rows, dtype=np.float64) * row_bytes
-        node = self.topology.node_array()
-        me = self.rank
-        inter = float(recv[node != node[me]].sum())
-        intra = float(recv[(node == node[me]) & (np.arange(self.world) != me)].sum())
-        time.sleep(inter / bw_inter + intra / bw_intra)
+
+class ExpertParallelStack(nn.Module):
+    """Consecutive :class:`ExpertParallelMoE` blocks whose sample placement persists across layers.
+
+    Layer l dispatches from the devices where layer l-1's combine put the samples, so the
+    placement chosen at layer l prices layer l's combine and layer l+1's dispatch together (the
+    paper's edge weight, Eq. 5/6/10). Each layer knows the next one, so ``num_source="predicted"``
+    feeds a layer's input through the next layer's router (Sec. 3.3). With ``"oracle"`` the stack
+    first runs a gradient-free pass with every sample left in place to record every layer's true
+    routing (placement never changes outputs), then the placed pass.
+
+    Args:
+        layers: the blocks, in order (same ``topology`` and process group).
+
+    Shape:
+        h ``[I_loc, S, d]``, sample_ids ``[I_loc]`` -> y ``[I_loc, S, d]``, new ids ``[I_loc]``,
+        one :class:`A2AStats` per layer.
+    """
+
+    def __init__(self, layers: list[ExpertParallelMoE]) -> None:
+        super().__init__()
+        if not layers:
+            raise ValueError("an ExpertParallelStack needs at least one layer")
+        self.layers = nn.ModuleList(layers)
+        for cur, nxt in itertools.pairwise(layers):
+            cur.__dict__["next_layer"] = nxt
+        layers[-1].__dict__["next_layer"] = None
+
+    def sync_replicated_grads(self) -> None:
+        """All-reduce the replicated gate and norm gradients of every layer."""
+        for layer in self.layers:
+            layer.sync_replicated_grads()
+
+    def forward(
+        self, h: torch.Tensor, sample_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, list[A2AStats]]:
+        """Run the layers; returns ``(y, sample ids now on this rank, stats per layer)``."""
+        oracle: list[np.ndarray | None] = [None] * len(self.layers)
+        if any(layer.num_source == "oracle" for layer in self.layers):
+            with torch.no_grad():
+                x, ids = h, sample_ids
+                counts = []
+                for layer in self.layers:
+                    x, ids, st = layer(x, ids, placement="identity")
+                    counts.append(st.routed)
+            oracle = [*counts[1:], None]
+        stats = []
+        for layer, nxt in zip(self.layers, oracle, strict=True):
+            h, sample_ids, st = layer(h, sample_ids, num_next=nxt)
+            stats.append(st)
+        return h, sample_ids, stats

@@ -18,7 +18,6 @@ References:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .cost import Topology, link_bytes
-from .layer import DenseMoE, ExpertParallelMoE
+from .layer import DenseMoE, ExpertParallelMoE, ExpertParallelStack
 
 __all__ = ["EquivalenceSpec", "equivalence_worker", "global_token_loss", "make_block_batch", "placed_labels"]
 
@@ -87,7 +86,7 @@ def make_block_batch(
 
 @dataclass(frozen=True)
 class EquivalenceSpec:
-    """One distributed equivalence check (a pre-norm MoE block, forward and backward).
+    """One distributed equivalence check (a stack of pre-norm MoE blocks, forward and backward).
 
     Args:
         nodes: N.
@@ -102,8 +101,8 @@ class EquivalenceSpec:
         seed: data and parameter seed.
         residual: residual mode of the placed run.
         capacity_factor: None (dropless) or the capacity factor.
-        emulate_bandwidth: optional ``(bw_inter, bw_intra)`` bytes/s for timed steps (report-only).
-        timed_steps: forward+backward steps timed per placement (0: none).
+        layers: MoE blocks of the stack (the placement persists across them).
+        num_source: what the placed run's solver prices (see :class:`ExpertParallelMoE`).
         device: ``"cpu"`` (gloo) or ``"cuda"`` (NCCL; rank r uses ``cuda:r``).
     """
 
@@ -119,45 +118,50 @@ class EquivalenceSpec:
     seed: int = 0
     residual: Literal["expert_side", "migrate"] = "expert_side"
     capacity_factor: float | None = None
-    emulate_bandwidth: tuple[float, float] | None = None
-    timed_steps: int = 0
+    layers: int = 1
+    num_source: Literal["current", "predicted", "oracle"] = "predicted"
     device: Literal["cpu", "cuda"] = "cpu"
 
 
 def _placed_step(
     spec: EquivalenceSpec, placement: str, h_all: torch.Tensor, labels: torch.Tensor, readout: torch.Tensor,
-    residual: str, *, stale_labels: bool = False, emulate: tuple[float, float] | None = None,
+    residual: str, *, stale_labels: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     rank, world = dist.get_rank(), dist.get_world_size()
     topo = Topology(spec.nodes, spec.gpus_per_node, bytes_per_token=spec.d_model * 4)
-    layer = ExpertParallelMoE(
-        spec.d_model, spec.d_ff, spec.num_experts, spec.top_k, topology=topo, placement=placement,  # type: ignore[arg-type]
-        residual=residual, capacity_factor=spec.capacity_factor, seed=spec.seed,  # type: ignore[arg-type]
-        generator=torch.Generator().manual_seed(spec.seed + 1), emulate_bandwidth=emulate,
-    ).to(h_all.device)  # fmt: skip
+    stack = ExpertParallelStack([
+        ExpertParallelMoE(
+            spec.d_model, spec.d_ff, spec.num_experts, spec.top_k, topology=topo, placement=placement,  # type: ignore[arg-type]
+            num_source=spec.num_source, residual=residual, capacity_factor=spec.capacity_factor,  # type: ignore[arg-type]
+            seed=spec.seed, generator=torch.Generator().manual_seed(spec.seed + 1 + layer),
+        )
+        for layer in range(spec.layers)
+    ]).to(h_all.device)  # fmt: skip
     per = spec.samples // world
     ids = torch.arange(rank * per, (rank + 1) * per, device=h_all.device)  # loader: contiguous ids per rank
     h = h_all[ids].clone().requires_grad_(True)
-    y, new_ids, stats = layer(h, ids)
+    y, new_ids, stats = stack(h, ids)
     lab = placed_labels(labels, ids if stale_labels else new_ids)  # stale: labels left behind
     logits = y @ readout  # [I_loc, S, V]: the following (data-parallel) layers run on the new device
     loss_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1), reduction="sum")
     loss = global_token_loss(loss_sum, lab.numel())
     loss.backward()
-    layer.sync_replicated_grads()
+    stack.sync_replicated_grads()
     total = loss.detach().clone()
     dist.all_reduce(total)
-    return {"layer": layer, "y": y.detach(), "new_ids": new_ids, "stats": stats, "loss": float(total), "h": h}
+    return {"stack": stack, "y": y.detach(), "new_ids": new_ids, "stats": stats, "loss": float(total), "h": h}
 
 
 def equivalence_worker(rank: int, world: int, spec: EquivalenceSpec) -> dict[str, Any]:
     """One rank of the equivalence check; run it with :func:`~iclr25.methods.netmoe.launch.run`.
 
-    Runs the block with the identity placement and with NetMoE's placement (forward, loss with
-    labels by global id, backward), builds the single-process dense reference on every rank, and
-    compares outputs (after undoing the permutation: samples by global id), loss and gradients;
-    checks every per-link byte counter against :func:`~iclr25.methods.netmoe.link_bytes`, that all
-    ranks hold the same placement, and runs the labels-left-behind variant.
+    Runs the stack with every sample left in place and with NetMoE's placement (forward, loss
+    with labels by global id, backward), builds the single-process dense reference (the same
+    blocks in sequence) on every rank, and compares outputs (after undoing the permutation:
+    samples by global id), loss and gradients of every layer; checks every per-link byte counter
+    of every layer's dispatch and combine against :func:`~iclr25.methods.netmoe.link_bytes`
+    (layer l dispatches from where layer l-1 left each sample), that all ranks hold the same
+    placements, and runs the labels-left-behind variant.
 
     Args:
         rank: this process's rank.
@@ -165,23 +169,31 @@ def equivalence_worker(rank: int, world: int, spec: EquivalenceSpec) -> dict[str
         spec: the check.
 
     Returns:
-        Metrics (floats) and, per rank, the placement array.
+        Metrics (floats), the same on every rank.
     """
     topo = Topology(spec.nodes, spec.gpus_per_node, bytes_per_token=spec.d_model * 4)
     topo.check_world(world)
     if spec.samples % world:
         raise ValueError(f"samples={spec.samples} is not divisible across {world} ranks")
+    if spec.layers < 1:
+        raise ValueError(f"layers must be >= 1, got {spec.layers}")
     dev = torch.device("cpu")
     if spec.device == "cuda":
         torch.cuda.set_device(rank)
         dev = torch.device("cuda", rank)
     batch = make_block_batch(spec.samples, spec.seq_len, spec.d_model, spec.vocab, seed=spec.seed)
     h_all, labels, readout = (t.to(dev) for t in batch)
-    dense = DenseMoE(
-        spec.d_model, spec.d_ff, spec.num_experts, spec.top_k,
-        generator=torch.Generator().manual_seed(spec.seed + 1), capacity_factor=spec.capacity_factor,
-    ).to(dev)  # fmt: skip
-    y_ref, _, _ = dense(h_all)
+    dense = [
+        DenseMoE(
+            spec.d_model, spec.d_ff, spec.num_experts, spec.top_k,
+            generator=torch.Generator().manual_seed(spec.seed + 1 + layer),
+            capacity_factor=spec.capacity_factor,
+        ).to(dev)
+        for layer in range(spec.layers)
+    ]  # fmt: skip
+    y_ref = h_all
+    for blk in dense:
+        y_ref = blk(y_ref)[0]
     loss_ref = F.cross_entropy((y_ref @ readout).reshape(-1, spec.vocab), labels.reshape(-1))
     loss_ref.backward()
     out: dict[str, Any] = {}
@@ -190,49 +202,53 @@ def equivalence_worker(rank: int, world: int, spec: EquivalenceSpec) -> dict[str
         "netmoe": _placed_step(spec, "netmoe", h_all, labels, readout, spec.residual),
     }
     lo, hi = rank * (spec.num_experts // world), (rank + 1) * (spec.num_experts // world)
+    node = topo.node_array()
+    cross = node[:, None] != node[None, :]
     for name, r in runs.items():
-        layer, stats = r["layer"], r["stats"]
         ids = r["new_ids"]
         err_out = float((r["y"] - y_ref.detach()[ids]).abs().max())
-        ge = max(
-            float((getattr(layer, p).grad - getattr(dense, p).grad[lo:hi]).abs().max())
-            for p in ("w1", "b1", "w2", "b2")
-        )
-        gg = float((layer.gate.grad - dense.gate.grad).abs().max())
-        gn = max(
-            float((layer.norm.weight.grad - dense.norm.weight.grad).abs().max()),
-            float((layer.norm.bias.grad - dense.norm.bias.grad).abs().max()),
-        )
-        origin = stats.origin
-        model_c = link_bytes(
-            stats.num, stats.placement.device_of_sample, topo, origin=origin,
-            residual=r["layer"].residual, tokens_per_sample=spec.seq_len,
-        )  # fmt: skip
-        model_d = link_bytes(stats.num, origin, topo).T
-        bytes_ok = np.array_equal(model_c, stats.combine_links) and np.array_equal(
-            model_d, stats.dispatch_links
-        )
+        ge = gg = gn = 0.0
+        bytes_ok = True
+        inter = 0.0
+        where = np.repeat(np.arange(world), spec.samples // world)  # the loader's placement
+        for layer, blk, stats in zip(r["stack"].layers, dense, r["stats"], strict=True):
+            ge = max(ge, *(float((getattr(layer, p).grad - getattr(blk, p).grad[lo:hi]).abs().max())
+                           for p in ("w1", "b1", "w2", "b2")))  # fmt: skip
+            gg = max(gg, float((layer.gate.grad - blk.gate.grad).abs().max()))
+            gn = max(
+                gn,
+                float((layer.norm.weight.grad - blk.norm.weight.grad).abs().max()),
+                float((layer.norm.bias.grad - blk.norm.bias.grad).abs().max()),
+            )
+            bytes_ok &= np.array_equal(stats.origin, where)
+            model_c = link_bytes(
+                stats.routed, stats.placement.device_of_sample, topo, origin=stats.origin,
+                residual=layer.residual, tokens_per_sample=spec.seq_len,
+            )  # fmt: skip
+            model_d = link_bytes(stats.routed, stats.origin, topo).T
+            bytes_ok &= np.array_equal(model_c, stats.combine_links) and np.array_equal(
+                model_d, stats.dispatch_links
+            )
+            inter += float(stats.combine_links[cross].sum() + stats.dispatch_links[cross].sum())
+            where = stats.placement.device_of_sample
         vals = torch.tensor(
             [err_out, ge, gg, gn, abs(r["loss"] - loss_ref.item()), 0.0 if bytes_ok else 1.0], device=dev
         )
         dist.all_reduce(vals, op=dist.ReduceOp.MAX)
-        node = topo.node_array()
-        cross = node[:, None] != node[None, :]
-        local = np.eye(world, dtype=bool)
-        recv_inter = np.where(cross, stats.combine_links, 0.0).sum(0)  # [J] bytes received per rank
-        recv_intra = np.where(~cross & ~local, stats.combine_links, 0.0).sum(0)
+        last = r["stats"][-1]
         out[name] = {
             "out_err": float(vals[0]), "grad_expert_err": float(vals[1]), "grad_gate_err": float(vals[2]),
             "grad_norm_err": float(vals[3]), "loss_err": float(vals[4]), "bytes_exact": float(vals[5] == 0),
-            "combine_inter_bytes": float(stats.combine_links[cross].sum()),
-            "combine_intra_bytes": float(stats.combine_links[~cross & ~np.eye(world, dtype=bool)].sum()),
-            "combine_tmax": float((recv_inter / topo.bw_inter + recv_intra / topo.bw_intra).max()),
-            "moved": float((stats.placement.device_of_sample != origin).sum()),
-            "solve_s": float(stats.solve_s),
+            "inter_bytes": inter,
+            "moved": float((last.placement.device_of_sample != r["stats"][0].origin).sum()),
+            "solve_s": float(sum(st.solve_s for st in r["stats"])),
         }  # fmt: skip
-        plans = [torch.empty(spec.samples, dtype=torch.int64, device=dev) for _ in range(world)]
-        dist.all_gather(plans, torch.as_tensor(stats.placement.device_of_sample, device=dev))
-        out[name]["placement_agree"] = float(all(torch.equal(p, plans[0]) for p in plans))
+        agree = True
+        for st in r["stats"]:
+            plans = [torch.empty(spec.samples, dtype=torch.int64, device=dev) for _ in range(world)]
+            dist.all_gather(plans, torch.as_tensor(st.placement.device_of_sample, device=dev))
+            agree &= all(torch.equal(p, plans[0]) for p in plans)
+        out[name]["placement_agree"] = float(agree)
     # Both runs agree with each other after undoing the permutation (gathered by global id).
     ys = {}
     for name, r in runs.items():
@@ -244,18 +260,4 @@ def equivalence_worker(rank: int, world: int, spec: EquivalenceSpec) -> dict[str
     # Negative control: labels left on the old device (read by the old ids after the move).
     stale = _placed_step(spec, "netmoe", h_all, labels, readout, spec.residual, stale_labels=True)
     out["stale_labels"] = {"loss_err": abs(stale["loss"] - loss_ref.item())}
-    if spec.timed_steps and spec.emulate_bandwidth is not None:
-        # Alternate the placements step by step and keep the median: a shared machine is noisy.
-        times: dict[str, list[float]] = {"identity": [], "netmoe": []}
-        for _ in range(spec.timed_steps):
-            for name in times:
-                dist.barrier()
-                t0 = time.perf_counter()
-                _placed_step(
-                    spec, name, h_all, labels, readout, spec.residual, emulate=spec.emulate_bandwidth
-                )
-                dist.barrier()
-                times[name].append(time.perf_counter() - t0)
-        for name, ts in times.items():
-            out[name]["step_s"] = float(np.median(ts))
     return out

@@ -1,18 +1,17 @@
-"""Routing traces for NetMoE: synthetic locality traces and a tiny MoE language model's real routing.
+"""Routing data for NetMoE: synthetic locality traces and a memmap corpus read by global sample id.
 
 *NetMoE: Accelerating MoE Training through Dynamic Sample Placement* (Liu et al., ICLR 2025)
 builds on the observation (Sec. 3, Fig. 2) that tokens of one training sample show locality in
-expert routing. Two sources of ``expert_ids [I, S, k]`` are provided:
+expert routing. Provided here:
 
 * :func:`synthetic_trace`: per-sample expert preferences ``p_i ~ Dirichlet(beta 1_E)`` mixed as
   ``lam p_i + (1 - lam) q`` with a global ``q`` (uniform); every token draws k distinct experts
   (Gumbel top-k). Small ``beta`` and ``lam = 1``: strong locality; ``lam = 0``: uniform routing.
 * :class:`MemmapCorpus`: the paper-scale data path, a tokenised local corpus (NumPy memmap) with
   a deterministic global batch, so every rank can read any sample (and its labels) by global id.
-* :class:`TinyMoELM`: a 2-layer pre-norm transformer whose FFNs are :class:`DenseMoE` blocks,
-  trained by :func:`train_tiny_moe_lm` on :func:`domain_corpus` (each document from its own
-  domain's Markov chain over a vocabulary subset), so locality arises without being injected;
-  :meth:`TinyMoELM.routing` records its traces.
+
+Real routing comes from :mod:`~iclr25.methods.netmoe.text_lm` (a byte-level MoE LM trained on
+text that ships with Python packages).
 
 References:
     Xinyi Liu, Yujie Wang, Fangcheng Fu, Xupeng Miao, Shenhan Zhu, Xiaonan Nie, Bin Cui.
@@ -22,26 +21,9 @@ References:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
-from .layer import DenseMoE
-
-if TYPE_CHECKING:
-    from iclr25._core.claims import ProgressFn
-
-__all__ = [
-    "MemmapCorpus",
-    "TinyMoELM",
-    "domain_corpus",
-    "routing_entropy",
-    "synthetic_trace",
-    "train_tiny_moe_lm",
-]
+__all__ = ["MemmapCorpus", "routing_entropy", "synthetic_trace"]
 
 
 def synthetic_trace(
@@ -92,173 +74,6 @@ def routing_entropy(expert_ids: np.ndarray, num_experts: int) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         ent = -np.where(prob > 0, prob * np.log(prob), 0.0).sum(1)
     return float(ent.mean())
-
-
-def domain_corpus(
-    n_docs: int,
-    seq_len: int,
-    *,
-    vocab: int = 256,
-    domains: int = 8,
-    words_per_domain: int = 48,
-    seed: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Documents from per-domain Markov chains over overlapping vocabulary subsets.
-
-    The chains are drawn from ``seed`` only, so two calls with the same ``seed`` share domains;
-    pass ``doc_seed`` streams via different ``n_docs`` draws of one call.
-
-    Returns:
-        ``tokens`` int64 ``[n_docs, seq_len]`` and ``domain`` int64 ``[n_docs]``.
-    """
-    rng = np.random.default_rng([seed, 7])
-    subsets = [rng.choice(vocab, size=words_per_domain, replace=False) for _ in range(domains)]
-    trans = [rng.dirichlet(np.full(words_per_domain, 0.1), size=words_per_domain) for _ in range(domains)]
-    dom = rng.integers(0, domains, size=n_docs)
-    tokens = np.empty((n_docs, seq_len), dtype=np.int64)
-    for i in range(n_docs):
-        state = rng.integers(words_per_domain)
-        cdf = np.cumsum(trans[dom[i]], axis=1)
-        u = rng.random(seq_len)
-        for t in range(seq_len):
-            tokens[i, t] = subsets[dom[i]][state]
-            state = min(int(np.searchsorted(cdf[state], u[t])), words_per_domain - 1)
-    return tokens, dom.astype(np.int64)
-
-
-class _Block(nn.Module):
-    def __init__(self, d: int, heads: int, d_ff: int, experts: int, top_k: int, gen: torch.Generator) -> None:
-        super().__init__()
-        self.ln = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.moe = DenseMoE(d, d_ff, experts, top_k, generator=gen)
-
-
-class TinyMoELM(nn.Module):
-    """A tiny causal transformer whose FFNs are top-k MoE blocks (d = 64, 8 experts by default).
-
-    Args:
-        vocab: vocabulary size.
-        d_model: width.
-        n_layers: transformer blocks (each one attention + one MoE).
-        n_heads: attention heads.
-        d_ff: expert hidden width.
-        num_experts: E.
-        top_k: k.
-        max_len: longest sequence.
-        generator: parameter initialisation.
-
-    Shape:
-        tokens ``[B, S]`` -> logits ``[B, S, vocab]``.
-
-    Example:
-        >>> gen = torch.Generator().manual_seed(0)
-        >>> lm = TinyMoELM(32, d_model=16, d_ff=16, num_experts=4, max_len=8, generator=gen)
-        >>> logits, aux, ids = lm(torch.zeros(2, 8, dtype=torch.long))
-        >>> tuple(logits.shape), len(ids), tuple(ids[0].shape)
-        ((2, 8, 32), 2, (2, 8, 2))
-    """
-
-    def __init__(
-        self,
-        vocab: int,
-        *,
-        d_model: int = 64,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        d_ff: int = 128,
-        num_experts: int = 8,
-        top_k: int = 2,
-        max_len: int = 64,
-        generator: torch.Generator,
-    ) -> None:
-        super().__init__()
-        self.tok = nn.Embedding(vocab, d_model)
-        self.pos = nn.Embedding(max_len, d_model)
-        with torch.no_grad():
-            self.tok.weight.copy_(torch.randn(vocab, d_model, generator=generator) * 0.5)
-            self.pos.weight.copy_(torch.randn(max_len, d_model, generator=generator) * 0.1)
-        self.blocks = nn.ModuleList(
-            _Block(d_model, n_heads, d_ff, num_experts, top_k, generator) for _ in range(n_layers)
-        )
-        self.ln_f = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab, bias=False)
-        with torch.no_grad():
-            self.head.weight.copy_(torch.randn(vocab, d_model, generator=generator) * d_model**-0.5)
-        self.num_experts = num_experts
-
-    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        """Returns ``(logits, aux_loss, expert_ids per layer [B, S, k])``.
-
-        ``aux_loss`` is the Switch-style balance loss ``E sum_e f_e P_e`` summed over layers.
-        """
-        seq = tokens.shape[1]
-        h = self.tok(tokens) + self.pos(torch.arange(seq, device=tokens.device))
-        mask = torch.triu(torch.full((seq, seq), float("-inf"), device=tokens.device), diagonal=1)
-        aux = h.new_zeros(())
-        ids_all = []
-        for blk in self.blocks:
-            x = blk.ln(h)
-            h = h + blk.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
-            gate_p = torch.softmax(blk.moe.norm(h) @ blk.moe.gate, -1)  # [B, S, E]
-            h, ids, _ = blk.moe(h)
-            frac = F.one_hot(ids, self.num_experts).float().mean((0, 1, 2))  # [E]
-            aux = aux + self.num_experts * (frac * gate_p.mean((0, 1))).sum()
-            ids_all.append(ids)
-        return self.head(self.ln_f(h)), aux, ids_all
-
-    @torch.no_grad()
-    def routing(self, tokens: torch.Tensor) -> list[np.ndarray]:
-        """Expert ids ``[I, S, k]`` of every MoE layer on ``tokens``."""
-        return [ids.cpu().numpy() for ids in self(tokens)[2]]
-
-
-def train_tiny_moe_lm(
-    model: TinyMoELM,
-    tokens: np.ndarray,
-    *,
-    steps: int,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    aux_weight: float = 0.01,
-    seed: int,
-    progress: ProgressFn | None = None,
-) -> list[float]:
-    """Next-token training with ``torch.optim.Adam`` (no weight decay) and the balance loss; fixed steps.
-
-    Args:
-        model: the tiny MoE LM (trained in place, left in eval mode).
-        tokens: ``[N, S + 1]`` token rows.
-        steps: optimiser steps.
-        batch_size: rows per step, drawn with replacement.
-        lr: Adam learning rate.
-        aux_weight: weight of the Switch balance loss.
-        seed: seed of the batch draws.
-        progress: optional ``progress(stage, done, total)``, called every 5 % of the steps.
-
-    Returns:
-        The language-model loss of every step.
-    """
-    data = torch.as_tensor(tokens)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=lr)
-    gen = torch.Generator().manual_seed(seed)
-    losses = []
-    model.train()
-    every = max(1, steps // 20)
-    for step in range(steps):
-        if progress is not None and step % every == 0:
-            progress("tiny MoE LM training", step, steps)
-        idx = torch.randint(0, data.shape[0], (batch_size,), generator=gen)
-        batch = data[idx]
-        logits, aux, _ = model(batch[:, :-1])
-        lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        (lm + aux_weight * aux).backward()
-        optimizer.step()
-        losses.append(lm.detach().item())
-    model.eval()
-    return losses
 
 
 class MemmapCorpus:

@@ -9,7 +9,11 @@ assignment problem once every node (device) column is repeated ``I / N`` (``I / 
 ``scipy.optimize.linear_sum_assignment`` solves it. Also here: the exact weighted-sum assignment
 (:func:`solve_joint`), a bottleneck proxy of the max model (:func:`solve_bottleneck`), an ILP
 oracle on ``scipy.optimize.milp`` (HiGHS) for tests, and the baselines (identity, random, greedy,
-SmartMoE-like expert re-placement).
+SmartMoE-like expert re-placement). :func:`plan_layers` places the samples of an L-layer stack
+with the paper's edge weight (Eq. 5/6/10): the placement chosen at layer l's combine also fixes
+where layer l+1 dispatches from, so its cost is ``c`` of ``num_l + num_{l+1}`` (the counts add
+because ``c`` and ``c'`` are linear in ``num``), with ``num_{l+1}`` from this layer only
+(``"current"``: next layer ignored), predicted (Sec. 3.3) or the true routing (``"oracle"``).
 
 References:
     Xinyi Liu, Yujie Wang, Fangcheng Fu, Xupeng Miao, Shenhan Zhu, Xiaonan Nie, Bin Cui.
@@ -19,6 +23,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +39,7 @@ __all__ = [
     "greedy_placement",
     "identity_placement",
     "placement_cost",
+    "plan_layers",
     "random_placement",
     "solve_bottleneck",
     "solve_ilp",
@@ -408,3 +414,61 @@ def expert_replacement(
     new = _balanced_lsa(cost, n_e // n_d)
     moved = int((new != np.asarray(expert_device)).sum())
     return new, float(moved * expert_bytes)
+
+
+NumSource = Literal["current", "predicted", "oracle"]
+
+
+def plan_layers(
+    nums: list[np.ndarray],
+    topo: Topology,
+    *,
+    num_source: NumSource = "predicted",
+    predicted: list[np.ndarray] | None = None,
+    solver: Callable[[np.ndarray, Topology], Placement] = solve_two_stage,
+) -> list[Placement]:
+    """Placements of every layer of a stack, on the paper's objective.
+
+    At layer l the solver sees ``num_l + next_l``: layer l's combine and layer l+1's dispatch
+    both move between the experts and the sample's device after layer l (Eq. 5/6/10). The last
+    layer has no next dispatch.
+
+    Args:
+        nums: per layer, the true assignment counts ``[I, J]`` (layer l's combine).
+        topo: the cluster.
+        num_source: ``next_l`` is zero (``"current"``: only this layer's combine is priced),
+            ``predicted[l]`` (``"predicted"``: router l+1 applied to layer l's input, Sec. 3.3)
+            or ``nums[l + 1]`` (``"oracle"``: the true next-layer routing, an upper bound).
+        predicted: per layer l < L - 1, predicted counts of layer l+1 ``[I, J]``.
+        solver: ``(num, topo) -> Placement``; NetMoE's two-stage KM by default.
+
+    Returns:
+        One balanced :class:`Placement` per layer.
+
+    Raises:
+        ValueError: an unknown ``num_source``, or ``"predicted"`` without L - 1 predictions.
+
+    Example:
+        >>> a = np.array([[4, 0], [0, 4]]); b = np.array([[0, 9], [9, 0]])
+        >>> topo = Topology(2, 1)
+        >>> [p.device_of_sample.tolist() for p in plan_layers([a, b], topo, num_source="current")]
+        [[0, 1], [1, 0]]
+        >>> [p.device_of_sample.tolist() for p in plan_layers([a, b], topo, num_source="oracle")]
+        [[1, 0], [1, 0]]
+    """
+    n_layers = len(nums)
+    if num_source not in ("current", "predicted", "oracle"):
+        raise ValueError(f"num_source must be 'current', 'predicted' or 'oracle', got {num_source!r}")
+    if num_source == "predicted" and (predicted is None or len(predicted) != n_layers - 1):
+        raise ValueError(f"num_source='predicted' needs {n_layers - 1} predicted count matrices")
+    out = []
+    for layer, num in enumerate(nums):
+        w = np.asarray(num)
+        if layer + 1 < n_layers and num_source == "predicted":
+            w = w + np.asarray(predicted[layer])  # type: ignore[index]
+        elif layer + 1 < n_layers and num_source == "oracle":
+            w = w + np.asarray(nums[layer + 1])
+        pl = solver(w, topo)
+        pl.validate(topo)
+        out.append(pl)
+    return out
