@@ -8,7 +8,7 @@ import torch
 
 from iclr25._core.claims import judge
 from iclr25._core.registry import REGISTRY
-from iclr25.methods.comet.claim import CLAIM, _Fit, _split_val
+from iclr25.methods.comet.claim import _SMOKE, CLAIM, _distort, _Fit, _hard_digits, _split_val
 
 
 def test_smoke_covers_every_arm_and_is_finite(smoke_runs) -> None:
@@ -17,8 +17,14 @@ def test_smoke_covers_every_arm_and_is_finite(smoke_runs) -> None:
     assert all(math.isfinite(v) for ms in run.metrics.values() for v in ms.values())
     assert {"mask_overlap", "learning_digits", "learning_clusters"} <= set(run.series)
     assert {"epoch1_loss_digits", "epoch1_loss_clusters"} <= set(run.series)
+    assert {"width_sweep", "width_sweep_acc", "learning_hard"} <= set(run.series)
+    assert [2**x for x in run.series["width_sweep"].x] == [float(w) for w in _SMOKE.sweep_widths]
     for key in ("digits_acc", "digits_acc_last", "digits_acc_ep5", "digits_best_epoch", "clusters_auc1"):
         assert key in run.metrics["comet"] and key in run.metrics["dense"]
+    for w in _SMOKE.sweep_widths:
+        assert f"hard_acc_w{w}" in run.metrics["comet"] and f"hard_acc_w{w}" in run.metrics["dense"]
+    widest = f"hard_acc_w{_SMOKE.sweep_widths[-1]}"
+    assert run.metrics["resampled"]["hard_acc"] == run.metrics["resampled"][widest]
     assert len(judge(CLAIM, "smoke", [run]).outcomes) == len(CLAIM.criteria)
 
 
@@ -63,3 +69,86 @@ def test_validation_split_comes_from_training_rows_only() -> None:
     assert len(rows) == 50 and rows == {tuple(r.tolist()) for r in Xtr}  # disjoint, and all from train
     assert torch.bincount(yv).tolist() == [2] * 5  # stratified
     assert torch.equal(_split_val((Xtr, ytr, Xte, yte), 0.2, seed=3)[2], Xv)  # deterministic
+
+
+def test_learning_claim_parts_are_separate_gates_each_with_a_control() -> None:
+    """The claim's two parts gate on their own rows, learns faster (speed_*) and generalises better
+    (general_*, vs_*), each naming a redrawn-routing control; by-construction and analytic rows
+    never gate."""
+    by_name = {c.name: c for c in CLAIM.criteria}
+    faster = [c for c in CLAIM.criteria if c.name.startswith("speed_") and c.gating]
+    better = [c for c in CLAIM.criteria if c.name.startswith(("general_", "vs_")) and c.gating]
+    assert {c.name for c in faster} == {"speed_digits", "speed_clusters", "speed_vs_smaller"}
+    assert {c.name for c in better} == {
+        "general_digits", "general_clusters", "general_hard_wide",
+        "vs_topk_digits", "vs_moe_digits", "vs_dropout_digits",
+    }  # fmt: skip
+    for c in faster + better:
+        ctrl = by_name[c.falsifier]
+        assert ctrl.control and ctrl.gating and ctrl.a.startswith("resampled.") and ctrl.b == c.b
+    for name in ("g3_fixed_experts", "g3_gpt2_frozen_fixed", "step_flops_ratio", "width_trend_hard"):
+        assert not by_name[name].gating
+    assert CLAIM.headline == "general_hard_wide" and CLAIM.figure == "width_sweep"
+    assert {c.part for c in faster} == {"learns faster"}
+    assert {c.part for c in better} == {"generalises better at large width"}
+    for c in faster + better:
+        assert by_name[c.falsifier].part == c.part  # each part carries its own controls
+    assert all(c.part for c in CLAIM.criteria if c.gating)
+
+
+def test_each_part_gets_its_own_verdict() -> None:
+    """A run where COMET learns faster but does not generalise better is judged per part."""
+    from iclr25._core.claims import RunResult, Verdict
+
+    metrics: dict[str, dict[str, float]] = {arm: {} for arm in CLAIM.arms}
+    for c in CLAIM.criteria:  # every metric a criterion reads, set so that the bar is met
+        for ref in (c.a, c.b):
+            if ref:
+                arm, key = ref.split(".")
+                metrics[arm].setdefault(key, 1.0)
+    for key in ("digits_auc1", "clusters_auc1", "hard_auc1"):
+        metrics["comet"][key] = 0.5  # learns faster; the redrawn routing does not
+    for key in ("digits_acc", "clusters_acc", "hard_acc"):
+        metrics["comet"][key] = 0.8  # below dense (1.0): does not generalise better
+    for arm, key in (("comet", "g1_rho"), ("comet", "g3_same"), ("comet", "gpt2_same")):
+        metrics[arm][key] = 1.0
+    for arm, key in (("bernoulli", "g1_rho"), ("resampled", "g1_rho")):
+        metrics[arm][key] = 0.0
+    metrics["comet"]["g2_dead_frac"], metrics["rank1"]["g2_dead_frac"] = 0.0, 0.3
+    runs = [RunResult(metrics={a: dict(m) for a, m in metrics.items()}) for _ in range(3)]
+    parts = judge(CLAIM, "full", runs).parts
+    assert parts["learns faster"][0] is Verdict.SUPPORTED
+    assert parts["experts overlap and never die"][0] is Verdict.SUPPORTED
+    assert parts["generalises better at large width"][0] is Verdict.NOT_SUPPORTED
+
+
+def test_distort_without_distortion_is_the_upsampled_image() -> None:
+    from dataclasses import replace
+
+    import torch.nn.functional as F
+
+    cfg = replace(_SMOKE, hard_rotation=0.0, hard_shift=0.0, hard_scale=0.0, hard_noise=0.0)
+    img = torch.arange(64.0).reshape(1, 64) % 17  # values in [0, 16]
+    out = _distort(img.numpy(), 2, cfg, torch.Generator().manual_seed(0))
+    up = F.interpolate(img.reshape(1, 1, 8, 8) / 16.0, size=(16, 16), mode="bilinear", align_corners=False)
+    assert out.shape == (2, 256)
+    torch.testing.assert_close(out, up.reshape(1, 256).expand(2, 256), atol=1e-6, rtol=0)
+
+
+def test_distort_moves_and_noises_each_copy_differently() -> None:
+    img = (torch.arange(64.0).reshape(1, 64) % 17).numpy()
+    out = _distort(img, 3, _SMOKE, torch.Generator().manual_seed(0))
+    assert not torch.allclose(out[0], out[1]) and not torch.allclose(out[1], out[2])
+    again = _distort(img, 3, _SMOKE, torch.Generator().manual_seed(0))
+    assert torch.equal(out, again)
+
+
+def test_hard_digits_shapes_standardisation_and_determinism() -> None:
+    Xtr, ytr, Xte, yte = _hard_digits(_SMOKE, seed=0)
+    n_te = 360 * _SMOKE.hard_test_copies
+    assert Xtr.shape == (1437, 256) and Xte.shape == (n_te, 256) and yte.shape == (n_te,)
+    assert Xtr.dtype == torch.float32 and set(ytr.tolist()) == set(range(10))
+    torch.testing.assert_close(Xtr.mean(0), torch.zeros(256), atol=1e-4, rtol=0)
+    torch.testing.assert_close(Xtr.std(0), torch.ones(256), atol=1e-4, rtol=0)
+    assert torch.equal(_hard_digits(_SMOKE, seed=0)[0], Xtr)
+    assert not torch.equal(_hard_digits(_SMOKE, seed=1)[0], Xtr)

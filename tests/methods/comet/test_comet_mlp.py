@@ -185,4 +185,12 @@ def test_configs_validate() -> None:
         ClaimConfig(g4_width=0)
     with pytest.raises(ValueError, match="g4_val_frac"):
         ClaimConfig(g4_val_frac=1.0)
+    with pytest.raises(ValueError, match="sweep_widths"):
+        ClaimConfig(sweep_widths=())
+    with pytest.raises(ValueError, match="strictly increasing"):
+        ClaimConfig(sweep_widths=(256, 64))
+    with pytest.raises(ValueError, match="hard_scale"):
+        ClaimConfig(hard_scale=1.0)
+    with pytest.raises(ValueError, match="hard_noise"):
+        ClaimConfig(hard_noise=-0.1)
     assert COMETConfig.cpu_default().replace(lr=0.1).lr == 0.1

@@ -2,20 +2,23 @@
 die, never move, and (with enough capacity) learn faster and generalise better than a dense net.
 
 G1 mask geometry (Spearman of mask overlap against input similarity), G2 utilisation (dead units
-over random nets on digits), G3 fixed experts (masks before/after training, MLP and a tiny GPT-2)
-and G4 learning (paired backbones on digits and a clustered synthetic set, with baselines) run in
-every seed. G4 is split in two: "learns faster" gates the first-epoch training-loss area, and
-"generalises better at large width" gates test accuracy at each run's best epoch, picked on a
-validation split carved from the training rows, after 20 epochs. Negative controls: Bernoulli
-masks, a router that redraws V each call (in G1 and G4), a rank-1 V_1. G3 (fixed experts, with the
-Top-k and layer-wise controls) holds by construction and the FLOP ratio of one training step at
-width 1000 is analytic, so both are reported, not gated (the unit tests cover them); so are the
-wall-clock ratio of that step, the epoch-5 and last-epoch accuracies, and the comparisons with
-Top-k, MoE and dropout (one backbone a seed).
+over random nets on digits), G3 fixed experts (masks before/after training, MLP and a tiny GPT-2),
+G4 learning (paired backbones on digits and a clustered synthetic set, with baselines) and G5 the
+width sweep (COMET and dense at widths 64, 256 and 1024 on distorted 16 x 16 digits, the paper's
+main figure) run in every seed. The learning claim is split in two: "learns faster" gates the
+first-epoch training-loss area, and "generalises better at large width" gates test accuracy at each
+run's best epoch, picked on a validation split carved from the training rows, after 20 epochs:
+against dense on digits and clusters at width 512 and on distorted digits at width 1024, and against
+Top-k, the top-1 MoE and dropout on digits. Negative controls: Bernoulli masks, a router that redraws
+V each call (in G1, G4 and G5), a rank-1 V_1. G3 (fixed experts, with the Top-k and layer-wise
+controls) holds by construction and the FLOP ratio of one training step at width 1000 is analytic,
+so both are reported, not gated (the unit tests cover them); so are the wall-clock ratio of that
+step, the epoch-5 and last-epoch accuracies, the width trend and the cluster-set baselines.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -93,6 +96,63 @@ def _clusters(cfg: ClaimConfig, seed: int) -> _Data:
         torch.tensor(X[a:], dtype=f),
         torch.tensor(y[a:]),
     )
+
+
+def _distort(images: np.ndarray, copies: int, cfg: ClaimConfig, gen: torch.Generator) -> torch.Tensor:
+    """Distorted copies of 8 x 8 digit images: upsampled to ``hard_size`` squared, then a random
+    rotation, zoom and shift each, then Gaussian pixel noise.
+
+    Args:
+        images: raw digit rows, shape (n, 64), values in [0, 16].
+        copies: distorted copies of each image (consecutive rows).
+        cfg: the distortion sizes (``hard_*`` fields).
+        gen: the generator every random draw comes from.
+
+    Returns:
+        Shape (n * copies, hard_size ** 2), float32.
+    """
+    import math
+
+    import torch.nn.functional as F
+
+    s = cfg.hard_size
+    x = torch.tensor(images, dtype=torch.float32).reshape(-1, 1, 8, 8) / 16.0
+    x = F.interpolate(x, size=(s, s), mode="bilinear", align_corners=False)  # (n, 1, s, s)
+    x = x.repeat_interleave(copies, 0)  # (n * copies, 1, s, s)
+    n = len(x)
+    angle = (2 * torch.rand(n, generator=gen) - 1) * math.radians(cfg.hard_rotation)
+    zoom = 1 + (2 * torch.rand(n, generator=gen) - 1) * cfg.hard_scale
+    shift = (2 * torch.rand(n, 2, generator=gen) - 1) * cfg.hard_shift
+    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+    # inverse map from output to input coordinates (affine_grid convention): rotate, zoom, shift
+    theta = torch.stack(
+        [torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1
+    )  # (n, 2, 3)
+    grid = F.affine_grid(theta, [n, 1, s, s], align_corners=False)
+    x = F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+    x = x + cfg.hard_noise * torch.randn(x.shape, generator=gen)
+    return x.reshape(n, s * s)  # (n * copies, s * s)
+
+
+def _hard_digits(cfg: ClaimConfig, seed: int) -> _Data:
+    """A harder image set built from the packaged digits: every image distorted (rotation, zoom,
+    shift, noise) at 16 x 16; train and test images come from disjoint original digits.
+
+    No harder labelled image set ships with the installed packages (see the README), so this one
+    is derived from ``load_digits``: one distorted copy of each training image and
+    ``hard_test_copies`` of each test image, standardised per pixel on the training rows.
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed, stratify=y)
+    gen = torch.Generator().manual_seed(seed * 7919 + 5)
+    a, b = _distort(Xtr, 1, cfg, gen), _distort(Xte, cfg.hard_test_copies, cfg, gen)
+    mean, std = a.mean(0), a.std(0).clamp_min(1e-6)
+    ya = torch.tensor(ytr)
+    yb = torch.tensor(yte).repeat_interleave(cfg.hard_test_copies)
+    return (a - mean) / std, ya, (b - mean) / std, yb
 
 
 def _pairs(cfg: ClaimConfig, seed: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
@@ -325,56 +385,74 @@ def _build(arm: str, d_in: int, n_tr: int, hidden: tuple[int, ...], p: float, s:
     return COMETMLP(d_in, hidden, 10, p_keep=p, seed=s, routing="layerwise")
 
 
-_G4_GATED = ("comet", "dense", "resampled", "bernoulli", "smaller")  # paired on g4_seeds backbones
-_G4_REPORTED = ("dropout", "topk", "moe", "layerwise")  # g4_extra_seeds backbones, report only
+#: arms trained on ``g4_seeds`` paired backbones per data set (the gated comparisons)
+_G4_ARMS = {
+    "digits": ("comet", "dense", "resampled", "bernoulli", "smaller", "topk", "dropout", "moe"),
+    "clusters": ("comet", "dense", "resampled", "bernoulli"),
+}
+#: arms trained on ``g4_extra_seeds`` backbones per data set (reported only)
+_G4_EXTRA = {"digits": (), "clusters": ("topk", "dropout", "moe")}
 _EARLY_EPOCH = 5  # the epoch the earlier check gated at, kept as a report-only row
 
 
 def _g4_fits(cfg: ClaimConfig) -> int:
-    """Training runs of G4 on one data set (for the progress display)."""
-    return (len(_G4_GATED) + 2) * cfg.g4_seeds + len(_G4_REPORTED) * cfg.g4_extra_seeds
+    """Training runs of G4 and G5 (for the progress display)."""
+    n = sum((len(arms) + 2) * cfg.g4_seeds for arms in _G4_ARMS.values())
+    n += sum(len(arms) * cfg.g4_extra_seeds for arms in _G4_EXTRA.values())
+    return n + (2 * len(cfg.sweep_widths) + 1) * cfg.sweep_seeds
+
+
+def _summarise(fits: list[_Fit]) -> dict[str, float]:
+    """Mean over paired backbones: best-epoch test accuracy, epoch-1 loss area and best epoch."""
+    return {
+        "acc": float(np.mean([f.test[f.best] for f in fits])),
+        "auc1": float(np.mean([f.auc1 for f in fits])),
+        "best_epoch": float(np.mean([f.best + 1 for f in fits])),
+    }
 
 
 def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[str, float]],
-        series: dict[str, Series], progress: ProgressFn = no_progress) -> None:  # fmt: skip
+        series: dict[str, Series], progress: ProgressFn = no_progress) -> int:  # fmt: skip
     """G4: every arm trains ``g4_epochs`` epochs on the same backbones and batches; accuracy is read
-    at each run's best validation epoch, learning speed from the epoch-1 training losses."""
+    at each run's best validation epoch, learning speed from the epoch-1 training losses.
+
+    Returns:
+        The number of training runs done (for the progress display).
+    """
     p, w = cfg.p_keep, cfg.g4_width
-    total, done = _g4_fits(cfg) * len(sets), 0
+    total, done = _g4_fits(cfg), 0
     early = min(_EARLY_EPOCH, cfg.g4_epochs) - 1
     progress("G4 learning fits", done, total)
     for name, raw in sets.items():
         data = _split_val(raw, cfg.g4_val_frac, seed)
         d_in, n_tr = data[0].shape[1], len(data[0])
-
-        def build(arm: str, width: int, s: int, d_in: int = d_in, n_tr: int = n_tr) -> torch.nn.Module:
-            return _build(arm, d_in, n_tr, (width,) * 3, p, s)
-
         curves: dict[str, list[float]] = {}
         losses: dict[str, list[float]] = {}
-        runs = [(arm, w, cfg.g4_seeds) for arm in _G4_GATED]
-        runs += [(arm, w, cfg.g4_extra_seeds) for arm in _G4_REPORTED]
+        runs = [(arm, w, cfg.g4_seeds) for arm in _G4_ARMS[name]]
+        runs += [(arm, w, cfg.g4_extra_seeds) for arm in _G4_EXTRA[name]]
         runs += [(arm, cfg.g4_narrow, cfg.g4_seeds) for arm in ("comet", "dense")]
         for arm, width, n_seeds in runs:
             # paired: backbone seed 1000 * seed + i gives the same init and batch order to every arm
             fits = []
             for i in range(n_seeds):
-                fits.append(_fit(build(arm, width, seed * 1000 + i), data, cfg, seed * 1000 + i))
+                s = seed * 1000 + i
+                fits.append(_fit(_build(arm, d_in, n_tr, (width,) * 3, p, s), data, cfg, s))
                 done += 1
                 progress("G4 learning fits", done, total)
             if not fits:
                 continue
-            suffix = "_narrow" if width != w else ""
-            m[arm][f"{name}_acc{suffix}"] = float(np.mean([f.test[f.best] for f in fits]))
-            if suffix:
+            summary = _summarise(fits)
+            if width != w:
+                m[arm][f"{name}_acc_narrow"] = summary["acc"]
                 continue
+            m[arm][f"{name}_acc"] = summary["acc"]
+            m[arm][f"{name}_auc1"] = summary["auc1"]
+            m[arm][f"{name}_best_epoch"] = summary["best_epoch"]
             m[arm][f"{name}_acc_last"] = float(np.mean([f.test[-1] for f in fits]))
             # at epoch 5, or the last epoch of a shorter (smoke) run
             m[arm][f"{name}_acc_ep{_EARLY_EPOCH}"] = float(np.mean([f.test[early] for f in fits]))
-            m[arm][f"{name}_best_epoch"] = float(np.mean([f.best + 1 for f in fits]))
-            m[arm][f"{name}_auc1"] = float(np.mean([f.auc1 for f in fits]))
             curves[arm] = [float(v) for v in np.mean([f.test for f in fits], axis=0)]
-            if arm in _G4_GATED:
+            if arm in ("comet", "dense", "resampled", "bernoulli", "smaller"):
                 losses[arm] = [float(v) for v in np.mean([f.epoch1_loss for f in fits], axis=0)]
         wide = m["comet"][f"{name}_acc"] - m["dense"][f"{name}_acc"]
         narrow = m["comet"][f"{name}_acc_narrow"] - m["dense"][f"{name}_acc_narrow"]
@@ -389,6 +467,55 @@ def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[s
             ylabel="training loss (mean of backbones)",
             x=[float(t + 1) for t in range(len(losses["comet"]))], lines=losses,
         )  # fmt: skip
+    return done
+
+
+def _g5(cfg: ClaimConfig, seed: int, raw: _Data, m: dict[str, dict[str, float]], series: dict[str, Series],
+        progress: ProgressFn = no_progress, done: int = 0) -> None:  # fmt: skip
+    """G5: the width sweep (the paper's main figure) on distorted digits. COMET and dense train at
+    every width of ``sweep_widths`` on the same backbones; the redrawn-routing control trains at
+    the widest. Accuracy is read at each run's best validation epoch, as in G4."""
+    p, total = cfg.p_keep, _g4_fits(cfg)
+    data = _split_val(raw, cfg.g4_val_frac, seed)
+    d_in, n_tr = data[0].shape[1], len(data[0])
+    widest = cfg.sweep_widths[-1]
+    acc: dict[str, list[float]] = {"comet": [], "dense": []}
+    curves: dict[str, list[float]] = {}
+    runs = [(arm, width) for width in cfg.sweep_widths for arm in ("comet", "dense")]
+    for arm, width in [*runs, ("resampled", widest)]:
+        fits = []
+        for i in range(cfg.sweep_seeds):
+            s = seed * 1000 + 500 + i  # backbones of their own, paired across arms and widths
+            fits.append(_fit(_build(arm, d_in, n_tr, (width,) * 3, p, s), data, cfg, s))
+            done += 1
+            progress("G5 width sweep fits", done, total)
+        summary = _summarise(fits)
+        m[arm][f"hard_acc_w{width}"] = summary["acc"]
+        if arm in acc:
+            acc[arm].append(summary["acc"])
+        if width == widest:
+            m[arm]["hard_acc"] = summary["acc"]
+            m[arm]["hard_auc1"] = summary["auc1"]
+            m[arm]["hard_best_epoch"] = summary["best_epoch"]
+            curves[arm] = [float(v) for v in np.mean([f.test for f in fits], axis=0)]
+    delta = [c - d for c, d in zip(acc["comet"], acc["dense"], strict=True)]
+    m["comet"]["hard_width_trend"] = delta[-1] - delta[0]
+    log_widths = [float(np.log2(v)) for v in cfg.sweep_widths]  # 6 = 64, 8 = 256, 10 = 1024
+    series["width_sweep"] = Series(
+        title=f"COMET - dense vs width, distorted digits (p_k = {p})",
+        xlabel="log2 of hidden width N (3 layers)", ylabel="test acc. difference (best val. epochs)",
+        x=log_widths, lines={"COMET - dense": delta, "no difference": [0.0] * len(delta)},
+    )  # fmt: skip
+    series["width_sweep_acc"] = Series(
+        title=f"Test accuracy vs width, distorted digits (p_k = {p})",
+        xlabel="log2 of hidden width N (3 layers)", ylabel="test accuracy (best val. epoch)",
+        x=log_widths, lines={"COMET": acc["comet"], "dense": acc["dense"]},
+    )  # fmt: skip
+    series["learning_hard"] = Series(
+        title=f"Test accuracy per epoch, distorted digits (N = {widest})", xlabel="epoch",
+        ylabel="test accuracy (gated at each run's best validation epoch)",
+        x=[float(e + 1) for e in range(cfg.g4_epochs)], lines=curves,
+    )  # fmt: skip
 
 
 def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
@@ -438,7 +565,7 @@ def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> N
 def run(
     config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
 ) -> RunResult:
-    """Run G1-G4 and the step-cost comparison for one seed.
+    """Run G1-G5 and the step-cost comparison for one seed.
 
     The harness runs it inside :func:`~iclr25._core.seeding.claim_scope` (one thread, seeded global
     RNGs, which the dropout arm and the tiny GPT-2's dropout draw from). ``device`` is accepted for
@@ -446,14 +573,15 @@ def run(
 
     Args:
         config: the sizes of the check.
-        seed: the claim seed; G4's paired backbone seeds are ``1000 * seed + i``.
+        seed: the claim seed; G4's paired backbone seeds are ``1000 * seed + i``, G5's
+            ``1000 * seed + 500 + i``.
         device: ignored (CPU).
         progress: called with the stage and its fits done, from the long loops.
 
     Returns:
-        The per-arm metrics, the mask-overlap, learning-curve and epoch-1 loss series, and notes
-        that give the two parts of the learning claim ("learns faster", "generalises better")
-        separately for this seed.
+        The per-arm metrics, the mask-overlap, learning-curve, epoch-1 loss and width-sweep series,
+        and notes that give the two parts of the learning claim ("learns faster", "generalises
+        better at large width") separately for this seed.
     """
     arms = ("comet", "dense", "smaller", "dropout", "topk", "moe", "bernoulli", "layerwise", "resampled",
             "rank1", "live_emb")  # fmt: skip
@@ -471,12 +599,14 @@ def run(
     progress("G3 fixed experts", 0, 1)
     _g3(config, seed, digits, m)
     stamps.append(time.perf_counter())
-    _g4(config, seed, {"digits": digits, "clusters": _clusters(config, seed)}, m, series, progress)
+    done = _g4(config, seed, {"digits": digits, "clusters": _clusters(config, seed)}, m, series, progress)
+    stamps.append(time.perf_counter())
+    _g5(config, seed, _hard_digits(config, seed), m, series, progress, done)
     stamps.append(time.perf_counter())
     progress("step cost", 0, 1)
     _step_cost(config, seed, m)
     stamps.append(time.perf_counter())
-    for name, t_a, t_b in zip(("g1", "g2", "g3", "g4", "cost"), stamps[:-1], stamps[1:], strict=True):
+    for name, t_a, t_b in zip(("g1", "g2", "g3", "g4", "g5", "cost"), stamps[:-1], stamps[1:], strict=True):
         m["comet"][f"{name}_s"] = t_b - t_a
     m["comet"]["total_s"] = time.perf_counter() - t0
     notes = [
@@ -484,9 +614,24 @@ def run(
         f"({100 * m['comet']['g2_nets_with_dead']:.0f}% of nets had a dead unit)",
         f"capacity effect (digits, best epochs): Delta_wide - Delta_narrow = "
         f"{m['comet']['digits_capacity_flip']:+.4f}",
+        "width sweep (distorted digits, best epochs): COMET - dense = "
+        + ", ".join(
+            f"{w}: {m['comet'][f'hard_acc_w{w}'] - m['dense'][f'hard_acc_w{w}']:+.4f}"
+            for w in config.sweep_widths
+        )
+        + f"; redrawn routing - dense at {config.sweep_widths[-1]}: "
+        f"{m['resampled']['hard_acc'] - m['dense']['hard_acc']:+.4f}",
     ]
-    for name in ("digits", "clusters"):
+    for name in ("digits", "clusters", "hard"):
         c, d = m["comet"], m["dense"]
+        if name == "hard":
+            notes.append(
+                f"hard (width {config.sweep_widths[-1]}): learns faster? epoch-1 loss COMET/dense = "
+                f"{c['hard_auc1'] / d['hard_auc1']:.3f}; generalises better? best-epoch test acc "
+                f"COMET - dense = {c['hard_acc'] - d['hard_acc']:+.4f} (best epochs COMET "
+                f"{c['hard_best_epoch']:.1f}, dense {d['hard_best_epoch']:.1f})"
+            )
+            continue
         speed = c[f"{name}_auc1"] / d[f"{name}_auc1"]
         gap, ep = c[f"{name}_acc"] - d[f"{name}_acc"], f"{name}_acc_ep{_EARLY_EPOCH}"
         notes.append(
@@ -501,8 +646,419 @@ _FULL = ClaimConfig()
 _SMOKE = ClaimConfig(
     g1_pairs=50, g1_routers=2, g2_nets=3, g3_width=64, g3_steps=20, g3_probe=64, g3_lm_steps=5,
     g4_width=128, g4_narrow=32, g4_epochs=2, g4_seeds=1, g4_extra_seeds=1, cluster_n_train=400,
-    cluster_n_test=400, cost_steps=3,
+    cluster_n_test=400, cost_steps=3, sweep_widths=(16, 32, 64), hard_test_copies=1,
 )  # fmt: skip
+
+#: the claim's sub-claims, each judged on its own rows beside the overall verdict
+_PARTS = {
+    "experts overlap and never die": ("g1_", "ctrl_g1_", "g2_", "ctrl_g2_", "g3_", "ctrl_g3_"),
+    "learns faster": ("speed_", "ctrl_speed_"),
+    "generalises better at large width": (
+        "general_", "ctrl_general_", "vs_", "ctrl_vs_", "early_", "last_", "capacity_", "width_",
+    ),
+}  # fmt: skip
+
+
+def _part_of(name: str) -> str:
+    """The sub-claim a criterion belongs to, from its name ("" for the step-cost rows)."""
+    return next((part for part, prefixes in _PARTS.items() if name.startswith(prefixes)), "")
+
+
+_CRITERIA = (
+    value(
+        "comet.g1_rho",
+        ">=",
+        0.7,
+        name="g1_overlap_rho",
+        paper="Fig. 2: overlap rises with similarity",
+        falsifier="ctrl_g1_fresh_v",
+        explain="The more alike two inputs are, the more hidden units their masks share: the rank "
+        "correlation of input similarity and mask overlap is at least 0.7.",
+    ),
+    fails(
+        value(
+            "bernoulli.g1_rho",
+            ">=",
+            0.7,
+            name="ctrl_g1_bernoulli",
+            explain="Random Bernoulli masks, which ignore the input, do not show that correlation.",
+        )
+    ),
+    fails(
+        value(
+            "resampled.g1_rho",
+            ">=",
+            0.7,
+            name="ctrl_g1_fresh_v",
+            explain="A router that draws a new random projection at every call does not show it either.",
+        )
+    ),
+    value(
+        "bernoulli.g1_abs_rho",
+        "<=",
+        0.1,
+        name="g1_bernoulli_abs_rho",
+        gating=False,
+        explain="Reported only: the overlap of random masks is unrelated to input similarity.",
+    ),
+    value(
+        "comet.g2_dead_frac",
+        "<",
+        0.001,
+        name="g2_dead_units",
+        paper="7.6e-4 % of units (1,000 nets)",
+        falsifier="ctrl_g2_rank1",
+        explain="Fewer than 0.1 % of hidden units never fire on digits across 20 random routers: no "
+        "expert dies.",
+    ),
+    fails(
+        value(
+            "rank1.g2_dead_frac",
+            "<",
+            0.001,
+            name="ctrl_g2_rank1",
+            explain="A degenerate rank-1 first routing matrix leaves many units dead.",
+        )
+    ),
+    value(
+        "comet.g3_same",
+        ">=",
+        1.0,
+        name="g3_fixed_experts",
+        paper="experts fixed by construction",
+        gating=False,
+        explain="Reported only (true by construction): COMET's masks on a probe batch are unchanged "
+        "by an epoch of training.",
+    ),
+    fails(
+        value(
+            "topk.g3_same",
+            ">=",
+            1.0,
+            name="ctrl_g3_topk",
+            gating=False,
+            explain="Reported only: Top-k masks, which follow the trained weights, move in training.",
+        )
+    ),
+    value(
+        "comet.gpt2_same",
+        ">=",
+        1.0,
+        name="g3_gpt2_frozen_fixed",
+        gating=False,
+        explain="Reported only (true by construction): in a tiny GPT-2 routed from a frozen copy of "
+        "its embedding, the masks are unchanged by training.",
+    ),
+    fails(
+        value(
+            "layerwise.gpt2_same",
+            ">=",
+            1.0,
+            name="ctrl_g3_gpt2_layer_input",
+            gating=False,
+            explain="Reported only: masks read from each FFN's trained input move in training.",
+        )
+    ),
+    # -- G4a "learns faster": the first-epoch training-loss area ---------------------------
+    ratio(
+        "comet.digits_auc1",
+        "dense.digits_auc1",
+        "<=",
+        0.97,
+        name="speed_digits",
+        paper="Figs. 3-5: faster learning",
+        falsifier="ctrl_speed_resampled_digits",
+        explain="Learns faster: COMET's mean training loss over the first epoch on digits is at most "
+        "97 % of the same-width dense network's (same backbones, same batches).",
+    ),
+    ratio(
+        "comet.clusters_auc1",
+        "dense.clusters_auc1",
+        "<=",
+        0.97,
+        name="speed_clusters",
+        paper="Figs. 3-5: faster learning",
+        falsifier="ctrl_speed_resampled_clusters",
+        explain="Learns faster: the same first-epoch loss rule on the synthetic 40-cluster set.",
+    ),
+    ratio(
+        "comet.digits_auc1",
+        "smaller.digits_auc1",
+        "<",
+        1.0,
+        name="speed_vs_smaller",
+        falsifier="ctrl_speed_resampled_vs_smaller",
+        explain="Learns faster: COMET's first-epoch loss on digits is below that of a dense network of "
+        "width p_k N, which has as many active units.",
+    ),
+    fails(
+        ratio(
+            "resampled.digits_auc1",
+            "dense.digits_auc1",
+            "<=",
+            0.97,
+            name="ctrl_speed_resampled_digits",
+            explain="With its routing redrawn at every pass, COMET does not learn faster than "
+            "dense in the first epoch on digits.",
+        )
+    ),
+    fails(
+        ratio(
+            "resampled.clusters_auc1",
+            "dense.clusters_auc1",
+            "<=",
+            0.97,
+            name="ctrl_speed_resampled_clusters",
+            explain="Nor on the cluster set.",
+        )
+    ),
+    fails(
+        ratio(
+            "resampled.digits_auc1",
+            "smaller.digits_auc1",
+            "<",
+            1.0,
+            name="ctrl_speed_resampled_vs_smaller",
+            explain="The redrawn-routing variant does not learn faster than the smaller dense network.",
+        )
+    ),
+    ratio(
+        "comet.digits_auc1",
+        "bernoulli.digits_auc1",
+        "<",
+        1.0,
+        name="speed_vs_bernoulli",
+        gating=False,
+        explain="Reported only: COMET's first-epoch loss on digits is below that of fixed random "
+        "per-example masks (which, seen once each in epoch 1, are input-independent masks).",
+    ),
+    # -- G4b "generalises better at large width": test accuracy at convergence -------------
+    diff(
+        "comet.digits_acc",
+        "dense.digits_acc",
+        ">=",
+        0.005,
+        name="general_digits",
+        paper="Figs. 3-5: COMET above dense at large width",
+        falsifier="ctrl_general_resampled_digits",
+        explain="Generalises better: at width 512 on digits, COMET's test accuracy at its best "
+        "validation epoch (of 20) is at least 0.5 points above the dense network's at its own best "
+        "epoch (mean over the paired backbones).",
+    ),
+    diff(
+        "comet.clusters_acc",
+        "dense.clusters_acc",
+        ">=",
+        0.005,
+        name="general_clusters",
+        paper="Figs. 3-5: COMET above dense at large width",
+        falsifier="ctrl_general_resampled_clusters",
+        explain="Generalises better: the same best-epoch accuracy rule on the synthetic 40-cluster set.",
+    ),
+    fails(
+        diff(
+            "resampled.digits_acc",
+            "dense.digits_acc",
+            ">=",
+            0.005,
+            name="ctrl_general_resampled_digits",
+            explain="COMET with its routing redrawn at every forward pass does not beat dense on "
+            "digits at its best epoch.",
+        )
+    ),
+    fails(
+        diff(
+            "resampled.clusters_acc",
+            "dense.clusters_acc",
+            ">=",
+            0.005,
+            name="ctrl_general_resampled_clusters",
+            explain="Nor on the cluster set.",
+        )
+    ),
+    fails(
+        diff(
+            "bernoulli.digits_acc",
+            "dense.digits_acc",
+            ">=",
+            0.005,
+            name="ctrl_general_bernoulli_digits",
+            explain="Fixed random masks per training example (off at test) do not beat dense on "
+            "digits at their best epoch.",
+        )
+    ),
+    fails(
+        diff(
+            "bernoulli.clusters_acc",
+            "dense.clusters_acc",
+            ">=",
+            0.005,
+            name="ctrl_general_bernoulli_clusters",
+            explain="Nor on the cluster set.",
+        )
+    ),
+    diff(
+        "comet.digits_acc_ep5",
+        "dense.digits_acc_ep5",
+        ">=",
+        0.005,
+        name="early_digits_ep5",
+        gating=False,
+        explain="Reported only: the same accuracy rule read at epoch 5, where the earlier check "
+        "gated (an early-stopping artefact: the gap closes by convergence).",
+    ),
+    diff(
+        "comet.clusters_acc_ep5",
+        "dense.clusters_acc_ep5",
+        ">=",
+        0.005,
+        name="early_clusters_ep5",
+        gating=False,
+        explain="Reported only: the epoch-5 rule on the cluster set.",
+    ),
+    diff(
+        "comet.digits_acc_last",
+        "dense.digits_acc_last",
+        ">=",
+        0.005,
+        name="last_digits",
+        gating=False,
+        explain="Reported only: the accuracy rule read at the last (20th) epoch on digits.",
+    ),
+    diff(
+        "comet.clusters_acc_last",
+        "dense.clusters_acc_last",
+        ">=",
+        0.005,
+        name="last_clusters",
+        gating=False,
+        explain="Reported only: the accuracy rule read at the last epoch on the cluster set.",
+    ),
+    value(
+        "comet.digits_capacity_flip",
+        ">",
+        0.0,
+        name="capacity_flip_digits",
+        gating=False,
+        paper="dense wins at small width",
+        explain="Reported only: COMET's best-epoch accuracy edge over dense on digits is larger at "
+        "width 512 than at width 64.",
+    ),
+    # -- G4c the sparse and MoE baselines of the paper, gated on digits --------------------
+    *(
+        crit
+        for arm, label in (("topk", "Top-k baseline"), ("moe", "top-1 MoE"), ("dropout", "dropout net"))
+        for crit in (
+            diff(
+                "comet.digits_acc",
+                f"{arm}.digits_acc",
+                ">=",
+                0.005,
+                name=f"vs_{arm}_digits",
+                paper="Figs. 3-5: COMET above the sparse and MoE baselines",
+                falsifier=f"ctrl_vs_{arm}_resampled",
+                explain=f"Generalises better than the {label}: at width 512 on digits, COMET's test "
+                f"accuracy at its best validation epoch is at least 0.5 points above the {label}'s "
+                "(mean over the paired backbones).",
+            ),
+            fails(
+                diff(
+                    "resampled.digits_acc",
+                    f"{arm}.digits_acc",
+                    ">=",
+                    0.005,
+                    name=f"ctrl_vs_{arm}_resampled",
+                    explain=f"COMET with its routing redrawn at every pass does not beat the {label} "
+                    "on digits.",
+                )
+            ),
+            diff(
+                "comet.clusters_acc",
+                f"{arm}.clusters_acc",
+                ">=",
+                0.005,
+                name=f"vs_{arm}_clusters",
+                gating=False,
+                paper="Figs. 3-5: COMET above the sparse and MoE baselines",
+                explain=f"Reported only (one backbone a seed): the same rule against the {label} on "
+                "the cluster set.",
+            ),
+        )
+    ),
+    # -- G5 the width sweep on distorted digits (the paper's main figure) -------------------
+    diff(
+        "comet.hard_acc",
+        "dense.hard_acc",
+        ">=",
+        0.005,
+        name="general_hard_wide",
+        paper="Figs. 3-5: COMET above dense at large width (N = 1000 on CIFAR-10)",
+        falsifier="ctrl_general_resampled_hard",
+        explain="Generalises better at large width on a harder image set: at the widest width of the "
+        "sweep (1024) on distorted 16 x 16 digits, COMET's test accuracy at its best validation epoch "
+        "is at least 0.5 points above the dense network's.",
+    ),
+    fails(
+        diff(
+            "resampled.hard_acc",
+            "dense.hard_acc",
+            ">=",
+            0.005,
+            name="ctrl_general_resampled_hard",
+            explain="COMET with its routing redrawn at every pass does not beat dense there.",
+        )
+    ),
+    value(
+        "comet.hard_width_trend",
+        ">",
+        0.0,
+        name="width_trend_hard",
+        gating=False,
+        paper="Figs. 3-5: the benefit grows with width",
+        explain="Reported only: COMET's best-epoch accuracy edge over dense on distorted digits is "
+        "larger at the widest width of the sweep than at the narrowest (64). Not a gate: any masking "
+        "costs a narrow net more than a wide one, so a broken router may show the same trend.",
+    ),
+    ratio(
+        "comet.hard_auc1",
+        "dense.hard_auc1",
+        "<=",
+        0.97,
+        name="speed_hard_wide",
+        gating=False,
+        explain="Reported only: the first-epoch loss rule on distorted digits at width 1024.",
+    ),
+    ratio(
+        "comet.step_gflops",
+        "dense.step_gflops",
+        "<=",
+        1.5,
+        name="step_flops_ratio",
+        gating=False,
+        paper="one extra matmul per layer",
+        explain="Reported only (analytic): a COMET training step costs at most 1.5 times the matmul "
+        "FLOPs of a dense step at width 1000.",
+    ),
+    ratio(
+        "comet.step_s",
+        "dense.step_s",
+        "<=",
+        1.5,
+        name="step_time_ratio",
+        gating=False,
+        explain="Reported only: a COMET step takes at most 1.5 times a dense step's wall-clock "
+        "(default Adam).",
+    ),
+    ratio(
+        "comet.fused_step_s",
+        "dense.fused_step_s",
+        "<=",
+        1.5,
+        name="fused_step_time_ratio",
+        gating=False,
+        explain="Reported only: the same wall-clock ratio with Adam's fused CPU kernel.",
+    ),
+)
 
 CLAIM = Claim(
     name="comet",
@@ -525,348 +1081,23 @@ CLAIM = Claim(
         "comet": "COMET: masks from a fixed random routing chain on x_0 (3 hidden layers, softplus)",
         "dense": "standard dense MLP of the same width (same init, same batches)",
         "smaller": "dense MLP of width p_k N",
-        "dropout": "dense MLP with dropout 1 - p_k (report only)",
+        "dropout": "dense MLP with dropout 1 - p_k",
         "topk": "Top-k baseline m_l = C_k(a_l) (masks follow the trained weights)",
-        "moe": "top-1 MoE, floor(1/p_k) experts of width p_k N, trained Switch gate (report only)",
+        "moe": "top-1 MoE, floor(1/p_k) experts of width p_k N, trained Switch gate",
         "bernoulli": "control: one fixed random mask per training example (keep p_k), unmasked at test",
         "layerwise": "layer-wise routing c_l = V_l x_{l-1}; in GPT-2 masks from the FFN input",
-        "resampled": "control: COMET with a fresh V at every forward pass (G1, and trained in G4)",
+        "resampled": "control: COMET with a fresh V at every forward pass (G1, and trained in G4 and G5)",
         "rank1": "control: COMET with a rank-1 V_1",
         "live_emb": "GPT-2 with masks from the live (trained) embedding (report only)",
     },
-    criteria=(
-        value(
-            "comet.g1_rho",
-            ">=",
-            0.7,
-            name="g1_overlap_rho",
-            paper="Fig. 2: overlap rises with similarity",
-            falsifier="ctrl_g1_fresh_v",
-            explain="The more alike two inputs are, the more hidden units their masks share: the rank "
-            "correlation of input similarity and mask overlap is at least 0.7.",
-        ),
-        fails(
-            value(
-                "bernoulli.g1_rho",
-                ">=",
-                0.7,
-                name="ctrl_g1_bernoulli",
-                explain="Random Bernoulli masks, which ignore the input, do not show that correlation.",
-            )
-        ),
-        fails(
-            value(
-                "resampled.g1_rho",
-                ">=",
-                0.7,
-                name="ctrl_g1_fresh_v",
-                explain="A router that draws a new random projection at every call does not show it either.",
-            )
-        ),
-        value(
-            "bernoulli.g1_abs_rho",
-            "<=",
-            0.1,
-            name="g1_bernoulli_abs_rho",
-            gating=False,
-            explain="Reported only: the overlap of random masks is unrelated to input similarity.",
-        ),
-        value(
-            "comet.g2_dead_frac",
-            "<",
-            0.001,
-            name="g2_dead_units",
-            paper="7.6e-4 % of units (1,000 nets)",
-            falsifier="ctrl_g2_rank1",
-            explain="Fewer than 0.1 % of hidden units never fire on digits across 20 random routers: no "
-            "expert dies.",
-        ),
-        fails(
-            value(
-                "rank1.g2_dead_frac",
-                "<",
-                0.001,
-                name="ctrl_g2_rank1",
-                explain="A degenerate rank-1 first routing matrix leaves many units dead.",
-            )
-        ),
-        value(
-            "comet.g3_same",
-            ">=",
-            1.0,
-            name="g3_fixed_experts",
-            paper="experts fixed by construction",
-            gating=False,
-            explain="Reported only (true by construction): COMET's masks on a probe batch are unchanged "
-            "by an epoch of training.",
-        ),
-        fails(
-            value(
-                "topk.g3_same",
-                ">=",
-                1.0,
-                name="ctrl_g3_topk",
-                gating=False,
-                explain="Reported only: Top-k masks, which follow the trained weights, move in training.",
-            )
-        ),
-        value(
-            "comet.gpt2_same",
-            ">=",
-            1.0,
-            name="g3_gpt2_frozen_fixed",
-            gating=False,
-            explain="Reported only (true by construction): in a tiny GPT-2 routed from a frozen copy of "
-            "its embedding, the masks are unchanged by training.",
-        ),
-        fails(
-            value(
-                "layerwise.gpt2_same",
-                ">=",
-                1.0,
-                name="ctrl_g3_gpt2_layer_input",
-                gating=False,
-                explain="Reported only: masks read from each FFN's trained input move in training.",
-            )
-        ),
-        # -- G4a "learns faster": the first-epoch training-loss area ---------------------------
-        ratio(
-            "comet.digits_auc1",
-            "dense.digits_auc1",
-            "<=",
-            0.97,
-            name="speed_digits",
-            paper="Figs. 3-5: faster learning",
-            falsifier="ctrl_speed_resampled_digits",
-            explain="Learns faster: COMET's mean training loss over the first epoch on digits is at most "
-            "97 % of the same-width dense network's (same backbones, same batches).",
-        ),
-        ratio(
-            "comet.clusters_auc1",
-            "dense.clusters_auc1",
-            "<=",
-            0.97,
-            name="speed_clusters",
-            paper="Figs. 3-5: faster learning",
-            falsifier="ctrl_speed_resampled_clusters",
-            explain="Learns faster: the same first-epoch loss rule on the synthetic 40-cluster set.",
-        ),
-        ratio(
-            "comet.digits_auc1",
-            "smaller.digits_auc1",
-            "<",
-            1.0,
-            name="speed_vs_smaller",
-            falsifier="ctrl_speed_resampled_vs_smaller",
-            explain="Learns faster: COMET's first-epoch loss on digits is below that of a dense network of "
-            "width p_k N, which has as many active units.",
-        ),
-        fails(
-            ratio(
-                "resampled.digits_auc1",
-                "dense.digits_auc1",
-                "<=",
-                0.97,
-                name="ctrl_speed_resampled_digits",
-                explain="With its routing redrawn at every pass, COMET does not learn faster than "
-                "dense in the first epoch on digits.",
-            )
-        ),
-        fails(
-            ratio(
-                "resampled.clusters_auc1",
-                "dense.clusters_auc1",
-                "<=",
-                0.97,
-                name="ctrl_speed_resampled_clusters",
-                explain="Nor on the cluster set.",
-            )
-        ),
-        fails(
-            ratio(
-                "resampled.digits_auc1",
-                "smaller.digits_auc1",
-                "<",
-                1.0,
-                name="ctrl_speed_resampled_vs_smaller",
-                explain="The redrawn-routing variant does not learn faster than the smaller dense network.",
-            )
-        ),
-        ratio(
-            "comet.digits_auc1",
-            "bernoulli.digits_auc1",
-            "<",
-            1.0,
-            name="speed_vs_bernoulli",
-            gating=False,
-            explain="Reported only: COMET's first-epoch loss on digits is below that of fixed random "
-            "per-example masks (which, seen once each in epoch 1, are input-independent masks).",
-        ),
-        # -- G4b "generalises better at large width": test accuracy at convergence -------------
-        diff(
-            "comet.digits_acc",
-            "dense.digits_acc",
-            ">=",
-            0.005,
-            name="general_digits",
-            paper="Figs. 3-5: COMET above dense at large width",
-            falsifier="ctrl_general_resampled_digits",
-            explain="Generalises better: at width 512 on digits, COMET's test accuracy at its best "
-            "validation epoch (of 20) is at least 0.5 points above the dense network's at its own best "
-            "epoch (mean over the paired backbones).",
-        ),
-        diff(
-            "comet.clusters_acc",
-            "dense.clusters_acc",
-            ">=",
-            0.005,
-            name="general_clusters",
-            paper="Figs. 3-5: COMET above dense at large width",
-            falsifier="ctrl_general_resampled_clusters",
-            explain="Generalises better: the same best-epoch accuracy rule on the synthetic 40-cluster set.",
-        ),
-        fails(
-            diff(
-                "resampled.digits_acc",
-                "dense.digits_acc",
-                ">=",
-                0.005,
-                name="ctrl_general_resampled_digits",
-                explain="COMET with its routing redrawn at every forward pass does not beat dense on "
-                "digits at its best epoch.",
-            )
-        ),
-        fails(
-            diff(
-                "resampled.clusters_acc",
-                "dense.clusters_acc",
-                ">=",
-                0.005,
-                name="ctrl_general_resampled_clusters",
-                explain="Nor on the cluster set.",
-            )
-        ),
-        fails(
-            diff(
-                "bernoulli.digits_acc",
-                "dense.digits_acc",
-                ">=",
-                0.005,
-                name="ctrl_general_bernoulli_digits",
-                explain="Fixed random masks per training example (off at test) do not beat dense on "
-                "digits at their best epoch.",
-            )
-        ),
-        fails(
-            diff(
-                "bernoulli.clusters_acc",
-                "dense.clusters_acc",
-                ">=",
-                0.005,
-                name="ctrl_general_bernoulli_clusters",
-                explain="Nor on the cluster set.",
-            )
-        ),
-        diff(
-            "comet.digits_acc_ep5",
-            "dense.digits_acc_ep5",
-            ">=",
-            0.005,
-            name="early_digits_ep5",
-            gating=False,
-            explain="Reported only: the same accuracy rule read at epoch 5, where the earlier check "
-            "gated (an early-stopping artefact: the gap closes by convergence).",
-        ),
-        diff(
-            "comet.clusters_acc_ep5",
-            "dense.clusters_acc_ep5",
-            ">=",
-            0.005,
-            name="early_clusters_ep5",
-            gating=False,
-            explain="Reported only: the epoch-5 rule on the cluster set.",
-        ),
-        diff(
-            "comet.digits_acc_last",
-            "dense.digits_acc_last",
-            ">=",
-            0.005,
-            name="last_digits",
-            gating=False,
-            explain="Reported only: the accuracy rule read at the last (20th) epoch on digits.",
-        ),
-        diff(
-            "comet.clusters_acc_last",
-            "dense.clusters_acc_last",
-            ">=",
-            0.005,
-            name="last_clusters",
-            gating=False,
-            explain="Reported only: the accuracy rule read at the last epoch on the cluster set.",
-        ),
-        value(
-            "comet.digits_capacity_flip",
-            ">",
-            0.0,
-            name="capacity_flip_digits",
-            gating=False,
-            paper="dense wins at small width",
-            explain="Reported only: COMET's best-epoch accuracy edge over dense on digits is larger at "
-            "width 512 than at width 64.",
-        ),
-        *(
-            diff(
-                f"comet.{s}_acc",
-                f"{arm}.{s}_acc",
-                ">",
-                0.0,
-                name=f"vs_{arm}_{s}",
-                gating=False,
-                paper="Figs. 3-5: COMET above the sparse and MoE baselines",
-                explain=f"Reported only (one backbone a seed): COMET's best-epoch test accuracy on {s} is "
-                f"above the {label}'s.",
-            )
-            for s in ("digits", "clusters")
-            for arm, label in (("topk", "Top-k baseline"), ("moe", "top-1 MoE"), ("dropout", "dropout net"))
-        ),
-        ratio(
-            "comet.step_gflops",
-            "dense.step_gflops",
-            "<=",
-            1.5,
-            name="step_flops_ratio",
-            gating=False,
-            paper="one extra matmul per layer",
-            explain="Reported only (analytic): a COMET training step costs at most 1.5 times the matmul "
-            "FLOPs of a dense step at width 1000.",
-        ),
-        ratio(
-            "comet.step_s",
-            "dense.step_s",
-            "<=",
-            1.5,
-            name="step_time_ratio",
-            gating=False,
-            explain="Reported only: a COMET step takes at most 1.5 times a dense step's wall-clock "
-            "(default Adam).",
-        ),
-        ratio(
-            "comet.fused_step_s",
-            "dense.fused_step_s",
-            "<=",
-            1.5,
-            name="fused_step_time_ratio",
-            gating=False,
-            explain="Reported only: the same wall-clock ratio with Adam's fused CPU kernel.",
-        ),
-    ),
+    criteria=tuple(dataclasses.replace(c, part=_part_of(c.name)) for c in _CRITERIA),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=240.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=275.0),
     },
     run_fn=run,
-    headline="general_digits",
-    figure="learning_digits",
+    headline="general_hard_wide",
+    figure="width_sweep",
     deviations=(
         "CPU scale: digits (1,797 x 64) and a 40-cluster synthetic set replace CIFAR-10/SARCOS; "
         "3 hidden layers of width 512, Adam lr 1e-3, batch 32, 20 epochs (the code's default is SGD lr 1e-4 "
@@ -874,10 +1105,16 @@ CLAIM = Claim(
         "Accuracy is read at each run's best epoch on a validation split: 20 % of the training rows, "
         "stratified, held out from training (digits 1,149 train / 288 validation / 360 test; clusters "
         "800 / 200 / 2,000). The paper plots test curves; the test set picks nothing here.",
-        "G4 averages 3 paired backbone seeds inside each claim seed (3 claim seeds, so 9 backbones in "
-        "all); the spec's 5 were cut to 3 to fit 20 epochs in the budget, decided from timing alone "
-        "(backbones were cut, not epochs). Dropout, Top-k, MoE and layer-wise routing run one backbone "
-        "a seed and are reported, not gated.",
+        "G4 averages 2 paired backbone seeds inside each claim seed (3 claim seeds, so 6 backbones in "
+        "all, the spec asked for 5); cut from 3 to make room for the width sweep, decided from timing "
+        "alone. Top-k, MoE and dropout train on the same backbones and gate on digits; on the cluster "
+        "set they run one backbone a seed and are reported only. Layer-wise routing is trained only in "
+        "G3.",
+        "G5 width sweep: widths 64, 256, 1024 (the paper: 100, 500, 1000, 3000), one backbone per width "
+        "and claim seed (3 in all), on distorted 16 x 16 digits (rotation up to 20 degrees, zoom up to "
+        "15 %, shift up to 15 % of the half-width, pixel noise of std 0.3; disjoint original digits in "
+        "train and test), since no harder labelled image set ships with the installed packages and "
+        "CIFAR-10 is not available offline.",
         "G1 pairs share a random fraction of their component means, so input similarity spans a range; "
         "200 pairs, 4 x 256 routers, p_k = 0.2, 5 routers (the paper: 500 pairs, 10 x 512, 10 nets).",
         "G2 runs 20 random nets on digits instead of 1,000 on CIFAR-10.",
@@ -885,8 +1122,7 @@ CLAIM = Claim(
         "Step cost: matmul FLOPs from torch's FlopCounterMode and wall-clock, both reported only (the "
         "FLOP ratio follows from the architecture).",
         "Digits are standardised per pixel on the training split (the analogue of CIFAR normalisation).",
-        "Not run here: the width sweep (the paper's main figure), a harder image set, gated comparisons "
-        "with Top-k, MoE and dropout, example-tied dropout and the L1 baseline; the SARCOS regression; "
-        "transformer training curves (GPT-2 is used only for the fixed-expert check).",
+        "Not run here: widths beyond 1024, CIFAR-10, example-tied dropout and the L1 baseline; the "
+        "SARCOS regression; transformer training curves (GPT-2 is used only for the fixed-expert check).",
     ),
 )
