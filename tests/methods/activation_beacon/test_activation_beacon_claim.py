@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from iclr25._core.claims import judge
-from iclr25.methods.activation_beacon import beacon_kv_peak, beacon_kv_resident, beacon_score_entries
-from iclr25.methods.activation_beacon.claim import CLAIM, make_recall_data
+from iclr25.methods.activation_beacon import (
+    BASE_DIR,
+    BaseTrainConfig,
+    PairTask,
+    beacon_kv_peak,
+    beacon_kv_resident,
+    beacon_score_entries,
+    build_base,
+    load_base,
+    make_pair_recall,
+    retrieval_mass,
+    train_base,
+)
+from iclr25.methods.activation_beacon.base import training_record
+from iclr25.methods.activation_beacon.claim import CLAIM, MAX_L0_SHARE, MIN_FULL_ACC
 
 
 def test_smoke_counts_equal_the_formulas(smoke_runs):
@@ -28,6 +42,7 @@ def test_smoke_exactness_and_budget_match(smoke_runs):
     m = run.metrics
     assert m["streaming"]["kv_peak"] == m["beacon"]["kv_peak"]  # equal KV budget
     assert m["meanpool"]["kv_peak"] == m["beacon"]["kv_peak"]
+    assert m["snapkv"]["kv_peak"] == m["beacon"]["kv_peak"]
     assert m["full"]["kv_peak"] > m["beacon"]["kv_peak"]
 
 
@@ -35,31 +50,88 @@ def test_smoke_judged_report_only(smoke_runs):
     run, _ = smoke_runs("activation_beacon")
     j = judge(CLAIM, "smoke", [run])
     assert j.reason == "smoke: report-only"
-    assert {"recall_vs_kv", "arms_at_budget", "training"} <= set(run.series)
+    assert {"recall_vs_kv", "arms_at_budget", "retrieval_mass", "training"} <= set(run.series)
 
 
-def test_only_recall_gates_and_each_names_a_control():
-    """Exactness and counts are report-only; each recall gate is falsified by a control in the run."""
+def test_gates_and_their_falsifiers():
+    """Exactness and counts are report-only; recall gates name a control, preconditions a test."""
     by_name = {c.name: c for c in CLAIM.criteria}
     gates = {c.name for c in CLAIM.criteria if c.gating and not c.control}
-    assert gates == {"g4_recall_vs_full", "g4_recall_vs_streaming"}
-    for name in gates:
+    assert gates == {
+        "g4_recall_vs_full",
+        "g4_recall_vs_streaming",
+        "pre_full_acc",
+        "pre_value_read_beyond_layer0",
+    }
+    for name in ("g4_recall_vs_full", "g4_recall_vs_streaming"):
         control = by_name[by_name[name].falsifier]
         assert control.control and control.gating and control.threshold == by_name[name].threshold
+    for name in ("pre_full_acc", "pre_value_read_beyond_layer0"):
+        assert by_name[name].falsifier.endswith("::test_preconditions_fail")
     assert all(c.explain for c in CLAIM.criteria)
     assert CLAIM.budgets["full"].seeds == 3
+    cfg = CLAIM.budgets["full"].config
+    assert cfg.eval_ratio == 8
+    peak = cfg.sink_size + (cfg.seq_len // cfg.window - 1) * (cfg.window // 8) + cfg.window  # scored pass
+    assert cfg.seq_len / peak >= 6
 
 
-def test_recall_data_layout():
-    ids, labels = make_recall_data(3, 64, 16, seed=0)
+def test_preconditions_fail():
+    """A base that never learned the task misses both preconditions (their falsifier)."""
+    broken = build_base(BaseTrainConfig(seed=5)).eval()
+    ids, labels = make_pair_recall(8, 128, 16, seed=3)
+    with torch.no_grad():
+        logits = broken(input_ids=ids).logits
+    mask = labels[:, 1:] != -100
+    acc = float((logits[:, :-1].argmax(-1)[mask] == labels[:, 1:][mask]).float().mean())
+    mass = retrieval_mass(broken, ids, labels)
+    metrics = {"base": {"acc": acc, "l0_over_deep": mass[0] / max(mass[1:])}}
+    by_name = {c.name: c for c in CLAIM.criteria}
+    for name in ("pre_full_acc", "pre_value_read_beyond_layer0"):
+        c = by_name[name]
+        assert not c.holds(c.statistic(metrics)), (name, metrics)
+    assert acc < MIN_FULL_ACC and mass[0] / max(mass[1:]) > MAX_L0_SHARE
+
+
+def test_pair_recall_layout():
+    ids, labels = make_pair_recall(3, 64, 16, seed=0)
     assert ids.shape == labels.shape == (3, 64)
-    assert int((labels != -100).sum()) == 12  # 4 answers per sequence, in the last chunk
-    assert bool((labels[:, :56] == -100).all())
+    assert int((labels != -100).sum()) == 12  # 4 answers per row, at the end
+    assert bool((labels[:, :57] == -100).all())
+    task = PairTask()
     for i in range(3):
-        facts = ids[i, :32][ids[i, :32] >= 64]
-        assert sorted(facts.tolist()) == sorted(labels[i][labels[i] != -100].tolist())
-    again, _ = make_recall_data(3, 64, 16, seed=0)
+        row = ids[i]
+        ctx = row[:48]
+        for q in (labels[i] != -100).nonzero().flatten().tolist():
+            key, val = int(row[q - 1]), int(row[q])
+            assert task.keys[0] <= key < task.keys[1] and task.values[0] <= val < task.values[1]
+            hits = ((ctx[:-1] == key) & (ctx[1:] == val)).nonzero().flatten()
+            assert len(hits) == 1  # the pair occurs once in the context, as "k v"
+        assert int(((ctx >= task.keys[0]) & (ctx < task.keys[1])).sum()) == 4
+    again, _ = make_pair_recall(3, 64, 16, seed=0)
     assert (again == ids).all()
+    with pytest.raises(ValueError, match="query_len"):
+        make_pair_recall(1, 64, 6, seed=0)
+
+
+def test_shipped_base_is_small_and_documented():
+    files = {p.name: p.stat().st_size for p in BASE_DIR.iterdir()}
+    assert {"config.json", "model.safetensors", "training.json"} <= set(files)
+    assert files["model.safetensors"] < 1_000_000
+    rec = training_record()
+    assert rec["command"].startswith("python experiments/activation_beacon_base.py")
+    assert len(rec["losses"]) == rec["config"]["steps"]
+    lm = load_base()
+    assert not lm.training and lm.config.num_hidden_layers == rec["config"]["n_layer"]
+
+
+def test_shipped_base_reproduces_first_steps(one_thread):
+    """Re-running the training script's loop for its first steps gives the recorded losses."""
+    rec = training_record()
+    cfg = BaseTrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in rec["config"].items()})
+    n = 3
+    _, losses = train_base(cfg, steps=n)
+    assert losses == pytest.approx(rec["losses"][:n], abs=1e-4)
 
 
 @pytest.mark.full

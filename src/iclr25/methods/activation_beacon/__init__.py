@@ -4,8 +4,19 @@ Paper: *Long Context Compression with Activation Beacon*, Peitian Zhang, Zheng L
 Ninglu Shao, Qiwei Ye, Zhicheng Dou. ICLR 2025, arXiv:2401.03462.
 """
 
+from iclr25.methods.activation_beacon.base import (
+    BASE_DIR,
+    BaseTrainConfig,
+    PairTask,
+    build_base,
+    load_base,
+    make_pair_recall,
+    retrieval_mass,
+    train_base,
+)
 from iclr25.methods.activation_beacon.cache import BeaconCache, MeanPoolCache, SinkWindowCache
 from iclr25.methods.activation_beacon.config import BeaconConfig, ClaimConfig
+from iclr25.methods.activation_beacon.eviction import SnapKV
 from iclr25.methods.activation_beacon.flops import (
     beacon_kv_peak,
     beacon_kv_resident,
@@ -29,6 +40,8 @@ from iclr25.methods.activation_beacon.model import (
 from iclr25.methods.activation_beacon.wrap import BeaconContext, BeaconLinear
 
 __all__ = [
+    "BASE_DIR",
+    "BaseTrainConfig",
     "BeaconCache",
     "BeaconConfig",
     "BeaconContext",
@@ -42,20 +55,27 @@ __all__ = [
     "MeanPoolCache",
     "MeanPoolKV",
     "MemoryStats",
+    "PairTask",
     "SinkWindowCache",
+    "SnapKV",
     "StreamingLLM",
     "additive_mask",
     "beacon_kv_peak",
     "beacon_kv_resident",
     "beacon_score_entries",
+    "build_base",
     "chunk_layout",
     "chunk_lm_loss",
     "chunk_visibility",
     "full_score_entries",
+    "load_base",
     "load_beacon_config",
     "load_beacon_model",
+    "make_pair_recall",
     "ratio_schedule",
     "register_auto_classes",
+    "retrieval_mass",
     "run_chunks",
+    "train_base",
     "wrap_with_beacon",
 ]

@@ -1,18 +1,21 @@
 """Claim check of Activation Beacon: an 8x smaller KV cache and less attention compute at α = 8,
 with recall close to the uncompressed model at an equal KV budget.
 
-A tiny Llama is first trained with full attention on synthetic typed-fact recall (facts early,
-the query in the last chunk); then only beacon parameters are trained (compression-based
-auto-regression, step-random α). Recall at an equal KV budget gates the verdict, against full
-attention and StreamingLLM; untrained beacons and mean-pooled K/V are the negative controls.
-Exactness, KV-entry and attention-score counts are measured on the library's own passes and
-compared with the analytic formulas; they are reported only (by-construction properties, also
-unit-tested).
+As in the paper, the base LLM is pretrained and frozen: a tiny Llama shipped as package data
+(trained by ``experiments/activation_beacon_base.py`` on key→value pair recall, whose values are
+read in layer 1 by an induction circuit). Only beacon parameters are trained here
+(compression-based auto-regression, step-random α, rows of ``train_len`` tokens); recall at
+L = ``seq_len`` and α = 8 gates the verdict, against full attention and StreamingLLM at the same
+peak KV budget. Untrained beacons and mean-pooled K/V are the negative controls; SnapKV-style
+attention-score eviction at the same budget is reported. Preconditions on the base (full
+attention accuracy, and the value read beyond layer 0) gate too, so the check never passes on a
+base where it does not apply. Exactness, KV-entry and attention-score counts are measured on the
+library's own passes and compared with the analytic formulas; they are reported only
+(by-construction properties, also unit-tested).
 """
 
 from __future__ import annotations
 
-import copy
 import statistics
 import time
 
@@ -33,46 +36,34 @@ from iclr25._core.claims import (
 )
 from iclr25.common.tiny_lm import build_tiny_lm
 from iclr25.methods.activation_beacon import (
+    BASE_DIR,
     BeaconConfig,
-    BeaconModel,
     ClaimConfig,
     MeanPoolKV,
+    PairTask,
+    SnapKV,
     StreamingLLM,
     beacon_kv_peak,
     beacon_kv_resident,
     beacon_score_entries,
     full_score_entries,
+    load_base,
+    make_pair_recall,
+    retrieval_mass,
     wrap_with_beacon,
 )
 
 __all__ = ["CLAIM", "run"]
 
 VOCAB = 128
-QUERY0 = 4  # query markers Q_1..Q_4 are ids 4..7
 FILLER = (8, 64)  # filler token ids [8, 64)
-FACT0, FACT_SET = 64, 16  # fact type t uses ids 64 + 16 t .. 64 + 16 t + 15
-N_FACTS = 4
 
-
-def make_recall_data(n: int, seq_len: int, window: int, *, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Typed-fact recall: ``bos``, random filler, one fact token of each of 4 types at random
-    positions inside the first two chunks, and the last chunk closing with ``Q_t v_t`` for every
-    type t in random order. Labels are the answers ``v_t`` only (−100 elsewhere); chance = 1/16."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(*FILLER, (n, seq_len), generator=g)
-    ids[:, 0] = 2
-    labels = torch.full_like(ids, -100)
-    vals = torch.randint(0, FACT_SET, (n, N_FACTS), generator=g) + FACT0 + FACT_SET * torch.arange(N_FACTS)
-    q0 = seq_len - 2 * N_FACTS
-    for i in range(n):
-        slots = torch.randperm(2 * window - 1, generator=g)[:N_FACTS] + 1
-        ids[i, slots] = vals[i]
-        order = torch.randperm(N_FACTS, generator=g)
-        for j, t in enumerate(order.tolist()):
-            ids[i, q0 + 2 * j] = QUERY0 + t
-            ids[i, q0 + 2 * j + 1] = vals[i, t]
-            labels[i, q0 + 2 * j + 1] = vals[i, t]
-    return ids, labels
+#: Preconditions on the base, fixed before any beacon was trained on it (see the README):
+#: full attention must recall at least this share of the held-out values ...
+MIN_FULL_ACC = 0.9
+#: ... and layer 0 must put at most this fraction of the deepest layer's attention mass on the
+#: value token (mass = largest weight over heads from the query key to the fact's value).
+MAX_L0_SHARE = 0.5
 
 
 def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -95,50 +86,25 @@ def _report_every(total: int) -> int:
     return max(1, total // 50)
 
 
-def _train_base(lm, cfg: ClaimConfig, seed: int, progress: ProgressFn) -> list[float]:
-    opt = torch.optim.AdamW(lm.parameters(), lr=cfg.lr_base, weight_decay=0.0)
-    losses = []
-    lm.train()
-    every = _report_every(cfg.base_steps)
-    for step in range(cfg.base_steps):
-        if step % every == 0:
-            progress("training base", step, cfg.base_steps)
-        ids, labels = make_recall_data(cfg.batch_size, cfg.seq_len, cfg.window, seed=seed * 100003 + step)
-        loss = lm(input_ids=ids, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.detach().item())
-    progress("training base", cfg.base_steps, cfg.base_steps)
-    lm.eval()
-    return losses
-
-
-def _train_beacon(
-    bm: BeaconModel,
-    cfg: ClaimConfig,
-    seed: int,
-    steps: int,
-    fixed: int | None,
-    progress: ProgressFn,
-    stage: str,
-) -> list[float]:
+def _train_beacon(bm, cfg: ClaimConfig, seed: int, progress: ProgressFn) -> list[float]:
     params = list(bm.beacon_parameters().values())
     opt = torch.optim.AdamW(params, lr=cfg.lr_beacon, weight_decay=0.0)
+    task = PairTask(n_pairs=cfg.n_pairs)
     losses = []
+    steps = cfg.beacon_steps
     every = _report_every(steps)
     for step in range(steps):
         if step % every == 0:
-            progress(stage, step, steps)
-        ids, labels = make_recall_data(
-            cfg.batch_size, cfg.seq_len, cfg.window, seed=seed * 100003 + 50000 + step
+            progress("training beacons", step, steps)
+        ids, labels = make_pair_recall(
+            cfg.batch_size, cfg.train_len, cfg.window, seed=seed * 100003 + 50000 + step, task=task
         )
-        loss = bm(ids, labels=labels, beacon_ratio=fixed).loss
+        loss = bm(ids, labels=labels).loss  # step-random α from cfg.ratios
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.detach().item())
-    progress(stage, steps, steps)
+    progress("training beacons", steps, steps)
     return losses
 
 
@@ -183,16 +149,25 @@ def _counts(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None
     }
 
 
+def _attention_mass(lm, data: tuple[torch.Tensor, torch.Tensor], rows: int) -> list[float]:
+    """Retrieval attention mass per layer (see ``retrieval_mass``), in batches of 8 rows."""
+    ids, labels = data[0][:rows], data[1][:rows]
+    parts = [retrieval_mass(lm, ids[i : i + 8], labels[i : i + 8]) for i in range(0, ids.shape[0], 8)]
+    sizes = [min(8, ids.shape[0] - i) for i in range(0, ids.shape[0], 8)]
+    total = sum(sizes)
+    return [sum(p[k] * n for p, n in zip(parts, sizes, strict=True)) / total for k in range(len(parts[0]))]
+
+
 def run(
     config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
 ) -> RunResult:
-    """One seed of the check: train base and beacons, then measure every arm.
+    """One seed of the check: train beacons on the frozen base, then measure every arm.
 
     Args:
         config: the claim's sizes.
-        seed: seeds the models, the data and the α schedule.
+        seed: seeds the data, the α schedule and the counting model (the base is fixed).
         device: torch device of the recall models.
-        progress: called as ``progress(stage, done, total)`` from the training loops.
+        progress: called as ``progress(stage, done, total)`` from the training loop.
 
     Returns:
         The per-arm metrics, figures and notes of this seed.
@@ -201,24 +176,22 @@ def run(
     m: dict[str, dict[str, float]] = {}
     _counts(cfg, seed, m)
 
-    lm = build_tiny_lm(
-        "llama", vocab_size=VOCAB, n_layer=cfg.n_layer, n_head=cfg.n_head, d_model=cfg.d_model,
-        max_positions=max(512, cfg.seq_len), seed=seed,
-    )  # fmt: skip
-    lm.config.num_key_value_heads = cfg.n_kv_head  # rebuild with GQA, seeded
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        lm = type(lm)(lm.config).to(device).eval()
-    base_losses = _train_base(lm, cfg, seed, progress)
-    stock = copy.deepcopy(lm)
-    ev = make_recall_data(cfg.n_eval, cfg.seq_len, cfg.window, seed=10**6 + seed)
-    ev_ids = ev[0].to(device)
-    ev = (ev_ids, ev[1].to(device))
+    stock = load_base(cfg.base_dir or BASE_DIR).to(device)
+    task = PairTask(n_pairs=cfg.n_pairs)
+    ev = make_pair_recall(cfg.n_eval, cfg.seq_len, cfg.window, seed=10**6 + seed, task=task)
+    ev = (ev[0].to(device), ev[1].to(device))
+    ev_ids = ev[0]
+
+    # preconditions: the base solves the task with full attention and reads the value beyond layer 0
     full_acc = _eval(lambda x: stock(input_ids=x).logits, ev)
+    mass = _attention_mass(stock, ev, cfg.n_attention_rows)
+    deep = max(mass[1:]) if len(mass) > 1 else 0.0
+    m["base"] = {"acc": full_acc, "value_attn_deep": deep, "l0_over_deep": mass[0] / deep if deep else 1e9}
+    m["base"].update({f"value_attn_l{i}": v for i, v in enumerate(mass)})
+    m["full"] = {"acc": full_acc, "kv_peak": float(cfg.seq_len)}
 
     bcfg = BeaconConfig(window=cfg.window, ratios=cfg.ratios, sink_size=cfg.sink_size, seed=seed)
-    bm = wrap_with_beacon(lm, bcfg)
-    init_state = {n: p.detach().clone() for n, p in bm.beacon_parameters().items()}
+    bm = wrap_with_beacon(load_base(cfg.base_dir or BASE_DIR).to(device), bcfg)
 
     # G1: exactness against the stock model (fresh beacon copies)
     probe = ev_ids[:8]
@@ -235,45 +208,43 @@ def run(
     m["untrained"] = {"acc": _eval(lambda x: bm(x, beacon_ratio=a).logits, ev)}
     # peak of the scored pass: memory of the compressed chunks plus the raw last chunk
     n_comp = cfg.seq_len // cfg.window - 1
-    peak_beacon = cfg.sink_size + n_comp * (cfg.window // a) + cfg.window
-    stream = StreamingLLM(
-        stock, sink=cfg.sink_size, window=peak_beacon - cfg.sink_size - cfg.window, chunk=cfg.window
-    )
-    m["streaming"] = {"acc": _eval(stream, ev)}
+    memory = cfg.sink_size + n_comp * (cfg.window // a)
+    stream = StreamingLLM(stock, sink=cfg.sink_size, window=memory - cfg.sink_size, chunk=cfg.window)
+    m["streaming"] = {"acc": _eval(stream, ev), "kv_peak": 0.0}
     m["streaming"]["kv_peak"] = float(stream.peak_entries)
     pool = MeanPoolKV(stock, window=cfg.window, ratio=a, sink=cfg.sink_size)
     m["meanpool"] = {"acc": _eval(pool, ev)}
     m["meanpool"]["kv_peak"] = float(pool.peak_entries)
-    m["full"] = {"acc": full_acc, "kv_peak": float(cfg.seq_len), "final_train_loss": base_losses[-1]}
+    snap = SnapKV(stock, budget=memory, window=cfg.window, sink=cfg.sink_size)
+    m["snapkv"] = {"acc": _eval(snap, ev)}
+    m["snapkv"]["kv_peak"] = float(snap.peak_entries)
 
-    # beacons, step-random α
-    beacon_losses = _train_beacon(bm, cfg, seed, cfg.beacon_steps, None, progress, "training beacons")
-    m["beacon"] = {"final_train_loss": beacon_losses[-1]}
-    for r in sorted({*cfg.ratios, cfg.fixed_ratio}):
-        acc = _eval(lambda x, r=r: bm(x, beacon_ratio=r).logits, ev)
-        m["beacon"][f"acc_a{r}"] = acc
+    # beacons, step-random α, trained on the frozen base
+    t0 = time.perf_counter()
+    losses = _train_beacon(bm, cfg, seed, progress)
+    m["beacon"] = {"final_train_loss": statistics.fmean(losses[-50:]) if losses else float("nan")}
+    m["beacon"]["train_s"] = time.perf_counter() - t0
+    for r in cfg.ratios:
+        m["beacon"][f"acc_a{r}"] = _eval(lambda x, r=r: bm(x, beacon_ratio=r).logits, ev)
+    if f"acc_a{a}" not in m["beacon"]:
+        m["beacon"][f"acc_a{a}"] = _eval(lambda x: bm(x, beacon_ratio=a).logits, ev)
     bm(ev_ids[:1], beacon_ratio=a)
     m["beacon"]["acc"] = m["beacon"][f"acc_a{a}"]
     m["beacon"]["kv_peak"] = float(bm.memory.peak_entries)
-    trained = {n: p.detach().clone() for n, p in bm.beacon_parameters().items()}
+    m["beacon"]["kv_ratio_peak"] = cfg.seq_len / bm.memory.peak_entries
 
-    # ablation: fixed α
-    with torch.no_grad():
-        for n, p in bm.beacon_parameters().items():
-            p.copy_(init_state[n])
-    fixed_losses = _train_beacon(
-        bm, cfg, seed, cfg.fixed_steps, cfg.fixed_ratio, progress, f"training fixed α={cfg.fixed_ratio}"
-    )
-    m["fixed"] = {"final_train_loss": fixed_losses[-1]}
-    for r in sorted({*cfg.ratios, cfg.fixed_ratio}):
-        m["fixed"][f"acc_a{r}"] = _eval(lambda x, r=r: bm(x, beacon_ratio=r).logits, ev)
-    with torch.no_grad():
-        for n, p in bm.beacon_parameters().items():
-            p.copy_(trained[n])
-
-    ratios = sorted({*cfg.ratios, cfg.fixed_ratio})
-    kv = {r: float(max(cfg.sink_size + n_comp * (cfg.window // r) + cfg.window, 0)) for r in ratios}
+    ratios = sorted(cfg.ratios)
+    kv = {r: float(cfg.sink_size + n_comp * (cfg.window // r) + cfg.window) for r in ratios}
+    arms = ("full", "beacon", "streaming", "snapkv", "meanpool", "untrained")
     series = {
+        "arms_at_budget": Series(
+            title=f"Recall at the α={a} peak KV budget (L={cfg.seq_len})",
+            xlabel="arm (" + ", ".join(f"{i} {n}" for i, n in enumerate(arms)) + ")",
+            ylabel="answer-token accuracy",
+            x=[float(i) for i in range(len(arms))],
+            lines={"accuracy": [m[n]["acc"] for n in arms]},
+            kind="bar",
+        ),
         "recall_vs_kv": Series(
             title="Recall against peak KV entries per layer",
             xlabel="peak KV entries",
@@ -281,58 +252,47 @@ def run(
             x=[kv[r] for r in ratios],
             lines={
                 "beacon (random α)": [m["beacon"][f"acc_a{r}"] for r in ratios],
-                f"beacon (fixed α={cfg.fixed_ratio})": [m["fixed"][f"acc_a{r}"] for r in ratios],
                 "full attention (L entries)": [full_acc] * len(ratios),
             },
             kind="line",
         ),
-        "arms_at_budget": Series(
-            title=f"Recall at α={a} budget",
-            xlabel="arm (0 full, 1 beacon, 2 streaming, 3 mean-pool, 4 untrained)",
-            ylabel="answer-token accuracy",
-            x=[0.0, 1.0, 2.0, 3.0, 4.0],
-            lines={
-                "accuracy": [
-                    full_acc,
-                    m["beacon"]["acc"],
-                    m["streaming"]["acc"],
-                    m["meanpool"]["acc"],
-                    m["untrained"]["acc"],
-                ]
-            },
+        "retrieval_mass": Series(
+            title="Base: attention from the query key to the fact's value, per layer",
+            xlabel="layer",
+            ylabel="max-over-heads attention weight",
+            x=[float(i) for i in range(len(mass))],
+            lines={"value attention": mass},
             kind="bar",
         ),
         "training": Series(
             title="Beacon training loss (answer tokens)",
             xlabel="step",
             ylabel="loss",
-            x=[float(i) for i in range(len(beacon_losses))],
-            lines={
-                "random α": beacon_losses,
-                f"fixed α={cfg.fixed_ratio}": fixed_losses[: len(beacon_losses)],
-            }
-            if len(fixed_losses) >= len(beacon_losses)
-            else {"random α": beacon_losses},
+            x=[float(i) for i in range(len(losses))],
+            lines={"random α": losses},
         ),
     }
     notes = [
         f"KV counts at L={cfg.count_len}, w={cfg.count_window}, α={cfg.count_ratio}: resident "
         f"{m['counts']['kv_resident']:.0f}, peak {m['counts']['kv_peak']:.0f} (analytic formulas matched: "
         f"{bool(m['counts']['formula_match'])}).",
-        f"StreamingLLM keeps sink {cfg.sink_size} + {peak_beacon - cfg.sink_size - cfg.window} recent "
-        "tokens, "
-        f"reading {cfg.window}-token chunks (peak {m['streaming']['kv_peak']:.0f} vs beacon "
-        f"{m['beacon']['kv_peak']:.0f}).",
+        f"Equal peak KV budget at L={cfg.seq_len}, α={a}: beacon {m['beacon']['kv_peak']:.0f}, StreamingLLM "
+        f"{m['streaming']['kv_peak']:.0f} (sink {cfg.sink_size} + {memory - cfg.sink_size} recent), "
+        f"mean-pool {m['meanpool']['kv_peak']:.0f}, SnapKV {m['snapkv']['kv_peak']:.0f} while the last "
+        f"chunk is read (its full-attention prefill holds {cfg.seq_len - cfg.window}).",
+        "Base value attention per layer: " + ", ".join(f"{v:.3f}" for v in mass) + ".",
     ]
     return RunResult(metrics=m, series=series, notes=notes)
 
 
 _SMOKE = ClaimConfig(
-    d_model=32, n_layer=2, n_head=4, n_kv_head=2, seq_len=64, window=16, base_steps=6, beacon_steps=4,
-    fixed_steps=4, batch_size=4, n_eval=32, count_len=1024, timing_repeats=1,
+    seq_len=128, train_len=64, beacon_steps=4, batch_size=4, n_eval=32, n_attention_rows=8,
+    count_len=1024, timing_repeats=1,
 )  # fmt: skip
 
 _FULL = ClaimConfig()
+
+_PRE_TEST = "tests/methods/activation_beacon/test_activation_beacon_claim.py::test_preconditions_fail"
 
 CLAIM = Claim(
     name="activation_beacon",
@@ -351,14 +311,35 @@ CLAIM = Claim(
         "exact": "beacon model vs stock model: input within one window, and chunked with α=0",
         "counts": "KV entries and attention-score entries measured at L=4096, α=8, vs analytic formulas",
         "raw_cache": "control: the same chunked pass keeping raw K/V (α=0)",
-        "full": "stock model, full attention (ceiling)",
-        "beacon": "trained beacons, step-random α, scored at α=eval_ratio",
-        "fixed": "ablation: beacons trained at one fixed α",
+        "base": "preconditions: the frozen base's full-attention recall and value attention per layer",
+        "full": "stock base, full attention (ceiling)",
+        "beacon": "trained beacons on the frozen base, step-random α, scored at α=eval_ratio",
         "streaming": "StreamingLLM, sink + recent window at the beacon's peak KV budget",
+        "snapkv": "SnapKV-style attention-score eviction, same budget while the last chunk is read",
         "meanpool": "control: mean-pooled K/V per unit of α tokens (training-free)",
         "untrained": "control: fresh beacon copies (no training)",
     },
     criteria=(
+        value(
+            "base.acc",
+            ">=",
+            MIN_FULL_ACC,
+            name="pre_full_acc",
+            precondition=True,
+            falsifier=_PRE_TEST,
+            explain="Precondition: the frozen base recalls at least 90% of the values with full "
+            "attention, so the ceiling means something.",
+        ),
+        value(
+            "base.l0_over_deep",
+            "<=",
+            MAX_L0_SHARE,
+            name="pre_value_read_beyond_layer0",
+            precondition=True,
+            falsifier=_PRE_TEST,
+            explain="Precondition: the base reads the value in a layer >= 1 (layer 0 puts at most "
+            "half the deepest layer's attention on it), where beacon key/values carry content.",
+        ),
         value(
             "exact.window_maxdiff",
             "<=",
@@ -409,6 +390,15 @@ CLAIM = Claim(
             )
         ),
         value(
+            "beacon.kv_ratio_peak",
+            ">=",
+            6.0,
+            name="g4_budget_kv_ratio",
+            gating=False,
+            explain="At the gated length and α, full attention holds at least 6 times more "
+            "key/values than the beacon model at its peak (the quality gate is at a real 8x setting).",
+        ),
+        value(
             "counts.score_ratio",
             ">=",
             3.0,
@@ -437,7 +427,7 @@ CLAIM = Claim(
             name="g4_recall_vs_full",
             paper="comparable quality",
             falsifier="g4_control_untrained",
-            explain="With trained beacons the model recalls at least 80% as many facts as the "
+            explain="At α = 8, trained beacons recall at least 80% as many values as the "
             "uncompressed model reading the whole context.",
         ),
         diff(
@@ -447,8 +437,8 @@ CLAIM = Claim(
             0.3,
             name="g4_recall_vs_streaming",
             falsifier="g4_control_untrained_vs_streaming",
-            explain="Trained beacons recall at least 30 points more facts than StreamingLLM "
-            "keeping the same number of key/value entries.",
+            explain="At α = 8, trained beacons recall at least 30 points more values than "
+            "StreamingLLM keeping the same number of key/value entries.",
         ),
         fails(
             ratio(
@@ -484,24 +474,15 @@ CLAIM = Claim(
             )
         ),
         diff(
-            "beacon.acc_a8",
-            "fixed.acc_a8",
-            ">=",
-            -0.05,
-            name="random_vs_fixed_own_ratio",
-            gating=False,
-            explain="Beacons trained with a random α recall about as well at α = 8 as beacons "
-            "trained at α = 8 only (reported only).",
-        ),
-        diff(
-            "beacon.acc_a2",
-            "fixed.acc_a2",
+            "beacon.acc",
+            "snapkv.acc",
             ">=",
             0.0,
-            name="random_vs_fixed_other_ratio",
+            name="beacon_vs_snapkv",
             gating=False,
-            explain="At α = 2, beacons trained with a random α recall at least as well as beacons "
-            "trained at α = 8 only (reported only).",
+            explain="Trained beacons recall at least as many values as SnapKV-style eviction "
+            "keeping the same number of key/values while the last chunk is read (reported only; "
+            "SnapKV sees the queries before it evicts, beacons do not).",
         ),
     ),
     budgets={
@@ -511,12 +492,15 @@ CLAIM = Claim(
     run_fn=run,
     headline="g4_recall_vs_full",
     deviations=(
-        "Tiny 2-layer Llama (hidden 64, GQA 4/2 heads) trained from scratch on synthetic typed-fact recall, "
-        "L=128, w=16 (8 chunks; the spec asks 512/64 or 256/32) instead of 7B models on LongBench/NIAH.",
-        "The full-attention base gets 300 steps (spec target accuracy >= 0.9 is not reached at this budget).",
+        "Frozen base: a 2-layer Llama (hidden 64, GQA 4/2 heads, 82K parameters) pretrained on "
+        "synthetic key→value recall at L=256 and shipped as package data, instead of a 7B model; "
+        "evaluation on that task, not LongBench/NIAH.",
+        "L=512, w=16 (32 chunks; the spec asks w=64) so that the peak KV ratio at α=8 is 6.5.",
+        "Beacons are trained on 128-token rows (8 chunks) and scored on 512-token rows.",
         "Training loss on the answer tokens only (filler is random); the paper's loss covers all raw tokens.",
         "KV and compute counts use a separate 1-layer model at L=4096 (counting needs no training).",
-        "Beacon and fixed-α models get the same small number of steps; the random-ratio comparison is "
-        "reported, not gated.",
+        "No fixed-α ablation (CPU budget).",
+        "SnapKV-style eviction is our own short module (kvpress is not a dependency); its prefill "
+        "is full attention, its budget applies while the last chunk is read.",
     ),
 )
