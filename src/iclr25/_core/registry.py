@@ -116,7 +116,7 @@ REGISTRY: dict[str, Entry] = {
             claim="exact last-layer conditioning; continual training cuts surrogate cost at similar regret",
             extra="vbll_bo",
             smoke_s=15.0,
-            full_s=250.0,
+            full_s=270.0,
         ),
         Entry(
             name="netmoe",

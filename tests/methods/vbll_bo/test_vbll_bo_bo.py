@@ -158,8 +158,8 @@ def test_run_bo_driver_mechanics() -> None:
     torch.testing.assert_close(ts.X[:4], rnd.X[:4])  # same Sobol design per seed
     assert all(math.isfinite(float(r)) for r in ts.regret)
     assert bool((torch.diff(ts.regret) <= 0).all())
-    with pytest.raises(ValueError, match="combination"):
-        run_bo(problem, "gp", "ts", 4, 1, seed=0)
+    with pytest.raises(ValueError, match="unsupported"):
+        run_bo(problem, "ensemble", "logei", 4, 1, seed=0)
 
 
 def test_reference_community_model_posterior_is_diagonal_and_always_noisy() -> None:
@@ -242,7 +242,13 @@ def test_smoke_claim_v1_and_controls(smoke_runs) -> None:
     for arm in ("kl_weight_1", "no_trace", "noise_as_variance"):
         assert m[arm]["head_opt_rel_err"] > 1e-2
     assert m["vbll_cl"]["nn10_grad_steps"] < m["vbll_every"]["nn10_grad_steps"]
-    assert set(run.series) == {"regret_nn10", "regret_branin"}
+    assert set(run.series) == {"regret_nn10", "regret_ns", "regret_branin"}
+    for arm in ("vbll_ts", "gp_ts", "random"):  # V3b: every gated arm and the control
+        assert math.isfinite(m[arm]["ns_log10_regret"])
+    for arm in ("vbll_ei", "gp", "random"):  # V3c
+        assert math.isfinite(m[arm]["branin_log10_regret"])
+    for arm in ("vbll_cl", "gp_matern", "ensemble"):  # the report-only rows
+        assert math.isfinite(m[arm]["ns_log10_regret_r0"])
     assert run.deterministic_metrics() == again.deterministic_metrics()
 
 
@@ -288,9 +294,97 @@ def test_run_bo_counts_and_logs_repeated_proposals(monkeypatch, caplog) -> None:
 
     problem = benchmark("branin")
     corner = problem.bounds[1:].to(F64).clone()  # (10, 15)
-    monkeypatch.setattr(baselines, "thompson_candidates", lambda *a, **k: corner)
+    monkeypatch.setattr(baselines, "maximize_path", lambda *a, **k: (corner[0], 0.0))
     kw = {"fit_config": FitConfig(max_epochs=2), "width": 8, "depth": 1}
     with caplog.at_level(logging.INFO, logger=baselines.__name__):
         r = run_bo(problem, "vbll", "ts", 4, 3, seed=0, **kw)
     assert r.n_duplicates == 2  # the first proposal is new, the next two repeat it
     assert sum("repeats an observed point" in rec.getMessage() for rec in caplog.records) == 2
+
+
+def test_relu_nndraw_is_piecewise_linear_and_validates() -> None:
+    f = NNDraw(3, seed=0, activation="relu", weight_var=4.0)
+    a, b = torch.full((1, 3), 0.2, dtype=F64), torch.full((1, 3), 0.8, dtype=F64)
+    t = torch.linspace(0, 1, 401, dtype=F64)[:, None]
+    y = f(a + t * (b - a))  # values along a segment
+    second = (y[2:] - 2 * y[1:-1] + y[:-2]).abs()
+    # linear between kinks: almost all second differences vanish, a few (at the kinks) do not
+    assert int((second > 1e-9).sum()) <= 2 * 50 * 2
+    assert float((second <= 1e-9).double().mean()) > 0.5
+    assert float(f(torch.rand(500, 3, dtype=F64)).max()) <= f.optimal_value + 1e-9
+    smooth = NNDraw(3, seed=0)
+    ys = smooth(a + t * (b - a))
+    assert float((ys[2:] - 2 * ys[1:-1] + ys[:-2]).abs().min()) > 0  # tanh: curved everywhere
+    with pytest.raises(ValueError, match="activation"):
+        NNDraw(3, activation="gelu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="weight_var"):
+        NNDraw(3, weight_var=0.0)
+
+
+def test_gp_pathwise_thompson_sample_and_matern_kernel() -> None:
+    from gpytorch.kernels import MaternKernel
+
+    from iclr25.methods.vbll_bo import fit_gp
+    from iclr25.methods.vbll_bo.baselines import _GPPath
+
+    problem = benchmark("branin")
+    g = torch.Generator().manual_seed(0)
+    b = problem.bounds.to(F64)
+    X = b[0] + (b[1] - b[0]) * torch.rand(12, 2, generator=g, dtype=F64)
+    Y = problem(X).unsqueeze(-1)
+    gp = fit_gp(X, Y, b)
+    torch.manual_seed(0)
+    paths = [_GPPath(gp) for _ in range(32)]
+    Xq = b[0] + (b[1] - b[0]) * torch.rand(5, 2, generator=g, dtype=F64)
+    with torch.no_grad():
+        vals = torch.stack([p(Xq)[:, 0] for p in paths])  # (32, 5), original units
+        post = gp.posterior(Xq)
+    z = (vals.mean(0) - post.mean[:, 0]) / (post.variance[:, 0] / 32).sqrt()
+    assert bool((z.abs() < 4.5).all()), z  # the samples' mean is the posterior mean
+    assert 0.4 < float((vals.var(0) / post.variance[:, 0]).median()) < 2.5
+    matern = fit_gp(X, Y, b, kernel="matern")
+    assert isinstance(matern.covar_module.base_kernel, MaternKernel)
+    assert matern.covar_module.base_kernel.nu == 2.5 and matern.covar_module.base_kernel.ard_num_dims == 2
+    with pytest.raises(ValueError, match="kernel"):
+        fit_gp(X, Y, b, kernel="rq")
+    r = run_bo(problem, "gp", "ts", 4, 1, seed=0, num_restarts=1, raw_samples=16)
+    assert r.X.shape == (5, 2) and bool(((b[0] <= r.X) & (b[1] >= r.X)).all())
+
+
+def test_deep_ensemble_fits_and_samples_one_member() -> None:
+    from iclr25.methods.vbll_bo import DeepEnsemble
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(40, 2, generator=g, dtype=F64)
+    Y = torch.sin(6 * X[:, :1]) + X[:, 1:]
+    ens = DeepEnsemble(BOUNDS, n_members=2, steps=200, refit_steps=5, generator=g).fit(X, Y)
+    mean, var = ens.predict(X)
+    assert float((mean - Y[:, 0]).pow(2).median()) < 0.1 * float(Y.var())  # NLL may give up one point
+    assert bool((var > 0).all())
+    path = ens.sample_path(torch.Generator().manual_seed(1))
+    k = int(torch.randint(2, (1,), generator=torch.Generator().manual_seed(1)))
+    with torch.no_grad():
+        m_k, _ = ens.members_[k](X)  # bounds are the unit box: no scaling
+    torch.testing.assert_close(path(X)[:, 0], m_k * ens.y_std_ + ens.y_mean_)
+    before = [p.clone() for p in ens.members_[0].parameters()]
+    ens.fit(X, Y, warm=True)  # continues from the current weights
+    assert any(not torch.equal(a, b) for a, b in zip(before, ens.members_[0].parameters(), strict=True))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ens.fit(X, Y.clone().fill_(float("inf")))
+    r = run_bo(benchmark("branin"), "ensemble", "ts", 4, 1, seed=0, num_restarts=1, raw_samples=16,
+               ensemble_steps=(10, 2))  # fmt: skip
+    assert r.X.shape == (5, 2) and r.n_retrains == 2
+
+
+def test_refit_config_is_used_after_the_initial_fit() -> None:
+    from iclr25.methods.vbll_bo import ContinualConfig, ContinualVBLL
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(10, 2, generator=g, dtype=F64)
+    model = VBLLModel(X, X.sum(-1, keepdim=True), width=8, depth=1, generator=g)
+    long, short = FitConfig(max_epochs=7, patience=100), FitConfig(max_epochs=2, patience=100)
+    cl = ContinualVBLL(model, ContinualConfig(retrain="every"), long, short).initial_fit()
+    assert cl.n_grad_steps == 7  # 7 epochs of one minibatch (T = 10 < 32)
+    x = torch.rand(1, 2, generator=g, dtype=F64)
+    cl.observe(x, x.sum(-1, keepdim=True))
+    assert cl.n_grad_steps - cl.n_grad_steps_initial == 2

@@ -5,7 +5,7 @@ recursive conditioning and continual training.
 John Willes, Sebastian Trimpe, Jasper Snoek, James Harrison, ICLR 2025, arXiv:2412.09477.
 """
 
-from .baselines import BOResult, exact_gp_linear, fit_gp, gaussian_nll, run_bo
+from .baselines import BOResult, DeepEnsemble, exact_gp_linear, fit_gp, gaussian_nll, run_bo
 from .config import ClaimConfig, ContinualConfig, FitConfig, HeadConfig
 from .continual import ContinualVBLL
 from .head import VBLLHead, blr_posterior, cholesky_rank1_update, recursive_update
@@ -19,6 +19,7 @@ __all__ = [
     "ClaimConfig",
     "ContinualConfig",
     "ContinualVBLL",
+    "DeepEnsemble",
     "EarlyStopping",
     "FitConfig",
     "FitResult",

@@ -6,8 +6,10 @@ optimising the head recovers the closed form; recursive updates equal the batch 
 predictive equals a GPyTorch linear-kernel GP. Broken variants: lambda = 1 instead of 1/T, the trace
 term dropped, the noise std read as a variance.
 V2 (continual cost, full): NNDraw-10D, VBLL-CL (event-triggered) vs retraining every step.
-V3 (quality): (a) test NLL on NNDraw-20D vs a GP, with a frozen-random-backbone control; (b) BO
-regret vs GP-LogEI on the V2 runs; (c) Branin. Uniform random proposals are the BO control.
+V3 (quality): (a) test NLL on NNDraw-20D vs a GP, with a frozen-random-backbone control; (b) BO on a
+non-stationary ReLU NNDraw-10D, VBLL-TS vs GP-TS (pathwise samples), the same acquisition for both;
+(c) BO on Branin, VBLL-LogEI vs GP-LogEI. Uniform random proposals are the BO control. Report only:
+VBLL-CL with Thompson sampling, an ARD Matern GP with LogEI, and a deep ensemble.
 Side by side (report only, every budget): the cost of absorbing one new observation, ours by the
 exact recursive update (``condition_on_observations``) against the wheel's ``botorch_community``
 ``VBLLModel``, which has no such update and must be refit; optimiser steps, seconds, test NLL after.
@@ -41,6 +43,7 @@ from iclr25._core.claims import (
 )
 from iclr25._core.registry import require
 from iclr25.methods.vbll_bo import (
+    BOResult,
     ClaimConfig,
     ContinualConfig,
     FitConfig,
@@ -62,6 +65,8 @@ __all__ = ["CLAIM", "run"]
 _F64 = torch.float64
 _UPDATE_REPS = 5  # timed repetitions of one update; the median is reported
 _UPDATE_TEST = 200  # held-out points for the NLL after the update
+_REGRET_FLOOR = 1e-3  # V3 regrets are floored here before log10 (as the spec's V3c floor)
+_NS_DRAW_OFFSET = 1000  # V3b draws ReLU NNDraw problems 1000 + BO seed (the pilot used 100-104)
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -139,7 +144,26 @@ def _fit_config(cfg: ClaimConfig, lr: float) -> FitConfig:
     return FitConfig(max_epochs=cfg.max_epochs, patience=cfg.patience, lr=lr)
 
 
-def _bo(
+def _log10_regret(regret: float) -> float:
+    """log10 of the simple regret, floored at 1e-3 (below that a problem counts as solved)."""
+    return math.log10(max(regret, _REGRET_FLOOR))
+
+
+def _record(m: dict[str, dict[str, float]], arm: str, key: str, r: BOResult) -> None:
+    m[arm][f"{key}_regret"] = r.final_regret
+    m[arm][f"{key}_duplicates"] = float(r.n_duplicates)  # report only (repeated proposals)
+    m[arm][f"{key}_surrogate_s"] = r.surrogate_seconds
+    if r.n_grad_steps:
+        m[arm][f"{key}_grad_steps"] = float(r.n_grad_steps)
+        m[arm][f"{key}_grad_steps_after_init"] = float(r.n_grad_steps_after_init)
+        m[arm][f"{key}_retrains"] = float(r.n_retrains)
+
+
+def _curve(r: BOResult, n_init: int) -> list[float]:
+    return [math.log10(max(float(v), 1e-6)) for v in r.regret[n_init - 1 :]]
+
+
+def _v2(
     cfg: ClaimConfig,
     seed: int,
     m: dict[str, dict[str, float]],
@@ -147,49 +171,104 @@ def _bo(
     nn10: NNDraw,
     progress: ProgressFn = no_progress,
 ) -> None:
-    """V2 and V3b on ``nn10`` (NNDraw-10D), V3c on Branin."""
-    fc = _fit_config(cfg, cfg.bo_lr)
-    vb = {"fit_config": fc, "width": cfg.width, "depth": cfg.depth, "num_restarts": cfg.ts_restarts,
-          "raw_samples": cfg.ts_raw_samples}  # fmt: skip
-    gpkw = {"num_restarts": cfg.gp_restarts, "raw_samples": cfg.gp_raw_samples}
-    problems = {
-        "nn10": (nn10, cfg.bo_init, cfg.bo_iters),
-        "branin": (benchmark("branin"), cfg.branin_init, cfg.branin_iters),
+    """V2 on ``nn10`` (NNDraw-10D): continual VBLL-TS against VBLL-TS retrained every step."""
+    vb = {"fit_config": _fit_config(cfg, cfg.bo_lr), "width": cfg.width, "depth": cfg.depth,
+          "num_restarts": cfg.ts_restarts, "raw_samples": cfg.ts_raw_samples}  # fmt: skip
+
+    def report(arm: str) -> ProgressFn:
+        return lambda _, done, total: progress(f"V2 NNDraw-{cfg.bo_dim}D {arm}", done, total)
+
+    n_init, n_iter = cfg.bo_init, cfg.bo_iters
+    runs = {
+        "vbll_cl": run_bo(nn10, "vbll", "ts", n_init, n_iter, seed, continual=cfg.continual, **vb,
+                          progress=report("vbll_cl")),
+        "vbll_every": run_bo(nn10, "vbll", "ts", n_init, n_iter, seed, **vb, progress=report("vbll_every")),
+        "random": run_bo(nn10, "random", "random", n_init, n_iter, seed),
+    }  # fmt: skip
+    for arm, r in runs.items():
+        _record(m, arm, "nn10", r)
+    series["regret_nn10"] = Series(
+        title=f"V2: simple regret on NNDraw-{cfg.bo_dim}D (seed {seed})",
+        xlabel="BO iteration", ylabel="simple regret (log10)", x=[float(i) for i in range(n_iter + 1)],
+        lines={arm: _curve(r, n_init) for arm, r in runs.items()},
+    )  # fmt: skip
+
+
+def _v3_bo(
+    cfg: ClaimConfig,
+    seed: int,
+    m: dict[str, dict[str, float]],
+    series: dict[str, Series],
+    progress: ProgressFn = no_progress,
+) -> None:
+    """V3b (ReLU NNDraw, Thompson sampling for both surrogates) and V3c (Branin, LogEI for both).
+
+    Each runs ``cfg.bo_repeats`` BO repeats (BO seeds ``seed * bo_repeats + r``; V3b draws a new
+    problem per repeat); an arm's metric is the median over the repeats of its floored log10 final
+    regret. The report-only arms run on repeat 0 only and are compared with repeat 0 (``_r0``).
+    """
+    fit = _fit_config(cfg, cfg.bo_lr)
+    refit = FitConfig(max_epochs=cfg.refit_epochs, patience=cfg.refit_patience, lr=cfg.bo_lr)
+    net = {"width": cfg.width, "depth": cfg.depth}
+    # one acquisition-optimiser setting for every V3 arm (Thompson paths and LogEI alike)
+    ts = ei = {"num_restarts": cfg.gp_restarts, "raw_samples": cfg.gp_raw_samples}
+    ens_steps = (cfg.ensemble_steps, cfg.ensemble_refit_steps)
+    # (surrogate, acquisition, keyword arguments, gated)
+    arms_ns = {
+        "vbll_ts": ("vbll", "ts", {"fit_config": fit, "refit_config": refit, **net, **ts}, True),
+        "gp_ts": ("gp", "ts", ts, True),
+        "random": ("random", "random", {}, True),
+        "vbll_cl": ("vbll", "ts", {"fit_config": fit, "continual": cfg.continual, **net, **ts}, False),
+        "gp_matern": ("gp_matern", "logei", ei, False),
+        "ensemble": ("ensemble", "ts", {**ts, "ensemble_steps": ens_steps}, False),
+    }  # fmt: skip
+    arms_branin = {
+        "vbll_ei": ("vbll", "logei", {"fit_config": fit, "refit_config": refit, **net, **ei}, True),
+        "gp": ("gp", "logei", ei, True),
+        "random": ("random", "random", {}, True),
+        "vbll_cl": ("vbll", "ts", {"fit_config": fit, "continual": cfg.continual, **net, **ts}, False),
     }
-    for key, (problem, n_init, n_iter) in problems.items():
+    if not cfg.run_baselines:
+        arms_ns = {k: v for k, v in arms_ns.items() if k not in ("gp_matern", "ensemble")}
+    problems = (
+        ("ns", f"ReLU NNDraw-{cfg.ns_dim}D", arms_ns, cfg.ns_init, cfg.ns_iters),
+        ("branin", "Branin", arms_branin, cfg.branin_init, cfg.branin_iters),
+    )
+    for key, title, arms, n_init, n_iter in problems:
+        logs: dict[str, list[float]] = {arm: [] for arm in arms}
+        for rep in range(cfg.bo_repeats):
+            bo_seed = seed * cfg.bo_repeats + rep
+            problem = (
+                NNDraw(cfg.ns_dim, seed=_NS_DRAW_OFFSET + bo_seed, activation="relu",
+                       weight_var=cfg.ns_weight_var)
+                if key == "ns"
+                else benchmark("branin")
+            )  # fmt: skip
+            curves: dict[str, list[float]] = {}
+            for arm, (surrogate, acquisition, kw, gated) in arms.items():
+                if not gated and rep > 0:
+                    continue
 
-        def report(arm: str, key: str = key) -> ProgressFn:
-            return lambda _, done, total: progress(f"BO {key} {arm}", done, total)
+                def report(
+                    _: str, done: int, total: int, stage: str = f"V3 {title} {arm} (repeat {rep + 1})"
+                ) -> None:
+                    progress(stage, done, total)
 
-        runs = {
-            "vbll_cl": run_bo(problem, "vbll", "ts", n_init, n_iter, seed, continual=cfg.continual, **vb,
-                              progress=report("vbll_cl")),
-            "gp": run_bo(problem, "gp", "logei", n_init, n_iter, seed, **gpkw, progress=report("gp")),
-            "random": run_bo(problem, "random", "random", n_init, n_iter, seed),
-        }  # fmt: skip
-        if key == "nn10":
-            runs["vbll_every"] = run_bo(
-                problem, "vbll", "ts", n_init, n_iter, seed, **vb, progress=report("vbll_every")
-            )
-        for arm, r in runs.items():
-            m[arm][f"{key}_regret"] = r.final_regret
-            m[arm][f"{key}_regret_floored"] = max(r.final_regret, 1e-3)
-            m[arm][f"{key}_duplicates"] = float(r.n_duplicates)  # report only (Thompson repeats)
-            if arm.startswith("vbll"):
-                m[arm][f"{key}_grad_steps"] = float(r.n_grad_steps)
-                m[arm][f"{key}_grad_steps_after_init"] = float(r.n_grad_steps_after_init)
-                m[arm][f"{key}_retrains"] = float(r.n_retrains)
-            m[arm][f"{key}_surrogate_s"] = r.surrogate_seconds
-        x = list(range(n_iter + 1))
-        name = f"NNDraw-{cfg.bo_dim}D" if key == "nn10" else "Branin"
-        curves = {
-            arm: [math.log10(max(float(v), 1e-6)) for v in r.regret[n_init - 1 :]] for arm, r in runs.items()
-        }
-        series[f"regret_{key}"] = Series(
-            title=f"Simple regret on {name} (seed {seed})",
-            xlabel="BO iteration", ylabel="simple regret (log10)", x=[float(i) for i in x],
-            lines=curves,
-        )  # fmt: skip
+                r = run_bo(problem, surrogate, acquisition, n_init, n_iter, bo_seed, progress=report, **kw)
+                logs[arm].append(_log10_regret(r.final_regret))
+                if rep == 0:
+                    _record(m, arm, key, r)
+                    m[arm][f"{key}_log10_regret_r0"] = logs[arm][0]
+                    curves[arm] = _curve(r, n_init)
+            if rep == 0:
+                series[f"regret_{key}"] = Series(
+                    title=f"V3: simple regret on {title} (BO seed {bo_seed})",
+                    xlabel="BO iteration", ylabel="simple regret (log10)",
+                    x=[float(i) for i in range(n_iter + 1)], lines=curves,
+                )  # fmt: skip
+        for arm, values in logs.items():
+            if values and arms[arm][3]:
+                m[arm][f"{key}_log10_regret"] = statistics.median(values)
 
 
 def _v3a(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
@@ -320,8 +399,7 @@ def run(
     Returns:
         The per-arm metrics (arms without metrics left out), the regret curves and a note.
     """
-    arms = ("exact", "kl_weight_1", "no_trace", "noise_as_variance", "vbll", "vbll_frozen", "vbll_cl",
-            "vbll_every", "gp", "random", "cl_update", "ref_refit")  # fmt: skip
+    arms = tuple(ARMS)
     m: dict[str, dict[str, float]] = {a: {} for a in arms}
     series: dict[str, Series] = {}
     progress("V1 exactness", 0, 1)
@@ -331,29 +409,51 @@ def run(
     nn10 = NNDraw(config.bo_dim, seed=seed)  # the V2 problem, shared by the side-by-side update
     progress("side-by-side update", 0, 1)
     _reference_update(config, seed, m, nn10)
-    if config.run_bo:
-        _bo(config, seed, m, series, nn10, progress)
     notes = []
     if config.run_bo:
+        _v2(config, seed, m, series, nn10, progress)
+        _v3_bo(config, seed, m, series, progress)
         notes.append(
             f"NNDraw-{config.bo_dim}D: VBLL-CL {m['vbll_cl']['nn10_retrains']:.0f} retrains, "
             f"{m['vbll_cl']['nn10_grad_steps_after_init']:.0f} gradient steps after the initial fit; "
             f"every-step retraining {m['vbll_every']['nn10_grad_steps_after_init']:.0f}"
         )
         repeats = ", ".join(
-            f"{arm} {m[arm][f'{key}_duplicates']:.0f}"
-            for key in ("nn10", "branin")
-            for arm in ("vbll_cl", "vbll_every", "gp")
-            if f"{key}_duplicates" in m[arm]
+            f"{key} {arm} {m[arm][f'{key}_duplicates']:.0f}"
+            for key in ("nn10", "ns", "branin")
+            for arm in ARMS
+            if f"{key}_duplicates" in m[arm] and arm != "random"
         )
-        notes.append(f"proposals repeating an observed point (nn10 then branin): {repeats}")
+        notes.append(f"proposals repeating an observed point (BO repeat 0): {repeats}")
     return RunResult(metrics={a: v for a, v in m.items() if v}, series=series, notes=notes)
+
+
+ARMS = {
+    "exact": "V1: VBLL head on frozen features (lambda = 1/T), its recursive updates and predictive",
+    "kl_weight_1": "V1 control: the head optimised with lambda = 1 instead of 1/T",
+    "no_trace": "V1 control: the head optimised without the phi^T S phi / (2 sigma^2) term",
+    "noise_as_variance": "V1 control: the head optimised reading the noise std as a variance",
+    "vbll": "V3a: VBLL surrogate (64 x 4 ELU backbone, trained)",
+    "vbll_frozen": "V3a control: VBLL with its backbone frozen at random initialisation",
+    "vbll_cl": "VBLL-TS with continual training (event-triggered retrains, recursive updates between)",
+    "vbll_every": "V2: VBLL-TS retrained (warm start, full fit settings) after every observation",
+    "vbll_ts": "V3b: VBLL-TS retrained (warm start, short refit) after every observation",
+    "vbll_ei": "V3c: VBLL-LogEI retrained (warm start, short refit) after every observation",
+    "gp": "BoTorch SingleTaskGP (default priors) + LogEI via optimize_acqf",
+    "gp_ts": "V3b: BoTorch SingleTaskGP + Thompson sampling by pathwise (Matheron) samples",
+    "gp_matern": "report only: SingleTaskGP with an ARD Matern-5/2 kernel and Gamma priors + LogEI",
+    "ensemble": "report only: deep ensemble (5 MLPs 32 x 2, Gaussian heads) + Thompson sampling",
+    "random": "control: uniform random proposals",
+    "cl_update": "ours absorbing one new point by condition_on_observations (exact, no gradient steps)",
+    "ref_refit": "botorch_community VBLLModel absorbing the same point by a warm-started refit",
+}
 
 
 _FULL = ClaimConfig()
 _SMOKE = ClaimConfig(
     v1_features=8, v1_points=20, max_epochs=20, patience=5, width=16, depth=1, bo_dim=3, bo_init=4,
-    bo_iters=3, branin_init=4, branin_iters=3,
+    bo_iters=3, branin_init=4, branin_iters=3, bo_repeats=1, ns_dim=3, ns_init=4, ns_iters=3, refit_epochs=5,
+    refit_patience=2, ensemble_steps=20, ensemble_refit_steps=5,
     nll_dim=4, nll_train=30, nll_test=50, ts_restarts=2, ts_raw_samples=32, gp_restarts=1, gp_raw_samples=16,
     continual=ContinualConfig(retrain="periodic", period=2),
 )  # fmt: skip
@@ -372,20 +472,7 @@ CLAIM = Claim(
         "updates and occasional retraining cuts surrogate cost at similar regret; VBLL is competitive with "
         "GPs on standard benchmarks and better on problems with complex input correlations."
     ),
-    arms={
-        "exact": "V1: VBLL head on frozen features (lambda = 1/T), its recursive updates and predictive",
-        "kl_weight_1": "V1 control: the head optimised with lambda = 1 instead of 1/T",
-        "no_trace": "V1 control: the head optimised without the phi^T S phi / (2 sigma^2) term",
-        "noise_as_variance": "V1 control: the head optimised reading the noise std as a variance",
-        "vbll": "V3a: VBLL surrogate (64 x 4 ELU backbone, trained)",
-        "vbll_frozen": "V3a control: VBLL with its backbone frozen at random initialisation",
-        "vbll_cl": "VBLL-TS with continual training (event-triggered retrains, recursive updates between)",
-        "vbll_every": "VBLL-TS retrained (warm start) after every observation",
-        "gp": "BoTorch SingleTaskGP (default priors) + LogEI via optimize_acqf",
-        "random": "control: uniform random proposals",
-        "cl_update": "ours absorbing one new point by condition_on_observations (exact, no gradient steps)",
-        "ref_refit": "botorch_community VBLLModel absorbing the same point by a warm-started refit",
-    },
+    arms=ARMS,
     criteria=(
         value(
             "exact.head_opt_rel_err",
@@ -508,45 +595,85 @@ CLAIM = Claim(
                 explain="VBLL with its backbone left at random initialisation does not beat the GP so.",
             )
         ),
-        ratio(
-            "vbll_every.nn10_regret",
-            "gp.nn10_regret",
+        diff(
+            "vbll_ts.ns_log10_regret",
+            "gp_ts.ns_log10_regret",
+            "<=",
+            -0.1,
+            name="v3b_nonstationary",
+            paper="VBLLs outperform GPs on complex input correlations (Fig. 3, bottom)",
+            falsifier="ctrl_v3b_random",
+            explain="On ReLU NNDraw-10D (a non-stationary draw; 20 + 30 evaluations, Thompson sampling "
+            "for both surrogates) VBLL's median log10 simple regret is at least 0.1 below the GP's (a "
+            "20 % lower regret).",
+        ),
+        fails(
+            diff(
+                "random.ns_log10_regret",
+                "gp_ts.ns_log10_regret",
+                "<=",
+                -0.1,
+                name="ctrl_v3b_random",
+                explain="Uniform random proposals do not beat GP-TS by that margin.",
+            )
+        ),
+        diff(
+            "vbll_ei.branin_log10_regret",
+            "gp.branin_log10_regret",
             "<=",
             1.0,
-            name="v3b_bo_vs_gp",
-            falsifier="ctrl_v3b_random",
-            explain="VBLL Thompson sampling ends BO on NNDraw-10D with no more simple regret than the GP "
-            "with LogEI.",
+            name="v3c_branin",
+            paper="VBLLs match well-tuned GPs on classic benchmarks (Fig. 3, top)",
+            falsifier="ctrl_v3c_random",
+            explain="On Branin (10 + 40 evaluations, LogEI for both surrogates) VBLL's median log10 "
+            "simple regret (floored at 1e-3) is within one decade of the GP's.",
         ),
         fails(
-            ratio(
-                "random.nn10_regret",
-                "gp.nn10_regret",
+            diff(
+                "random.branin_log10_regret",
+                "gp.branin_log10_regret",
                 "<=",
                 1.0,
-                name="ctrl_v3b_random",
-                explain="Uniform random proposals end with more regret than the GP.",
-            )
-        ),
-        ratio(
-            "vbll_cl.branin_regret_floored",
-            "gp.branin_regret_floored",
-            "<=",
-            2.0,
-            name="v3c_branin",
-            falsifier="ctrl_v3c_random",
-            explain="On Branin, continual VBLL ends with at most twice the GP's simple regret (both "
-            "floored at 1e-3).",
-        ),
-        fails(
-            ratio(
-                "random.branin_regret_floored",
-                "gp.branin_regret_floored",
-                "<=",
-                2.0,
                 name="ctrl_v3c_random",
-                explain="Uniform random proposals end with more than twice the GP's regret on Branin.",
+                explain="Uniform random proposals end more than one decade above the GP on Branin.",
             )
+        ),
+        diff(
+            "vbll_cl.branin_log10_regret_r0",
+            "gp.branin_log10_regret_r0",
+            "<=",
+            1.0,
+            name="v3c_branin_cl_ts",
+            gating=False,
+            explain="Reported only: VBLL-CL with Thompson sampling on Branin, within one decade of "
+            "GP-LogEI (BO repeat 0).",
+        ),
+        diff(
+            "vbll_cl.ns_log10_regret_r0",
+            "gp_ts.ns_log10_regret_r0",
+            "<=",
+            0.0,
+            name="ns_cl_vs_gp_ts",
+            gating=False,
+            explain="Reported only: VBLL-CL (Thompson sampling) against GP-TS on ReLU NNDraw (repeat 0).",
+        ),
+        diff(
+            "vbll_ts.ns_log10_regret_r0",
+            "gp_matern.ns_log10_regret_r0",
+            "<=",
+            0.0,
+            name="ns_vs_gp_matern",
+            gating=False,
+            explain="Reported only: VBLL-TS against an ARD Matern-5/2 GP with LogEI (repeat 0).",
+        ),
+        diff(
+            "vbll_ts.ns_log10_regret_r0",
+            "ensemble.ns_log10_regret_r0",
+            "<=",
+            0.0,
+            name="ns_vs_ensemble",
+            gating=False,
+            explain="Reported only: VBLL-TS against a deep ensemble with Thompson sampling (repeat 0).",
         ),
         ratio(
             "cl_update.update_opt_steps",
@@ -589,7 +716,7 @@ CLAIM = Claim(
     ),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=15.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=250.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=270.0),
     },
     run_fn=run,
     headline="v2_cost",
@@ -597,7 +724,11 @@ CLAIM = Claim(
         "NNdraw is our seeded tanh MLP (2 x 50, N(0, 1/fan_in)); the paper's construction is not published.",
         "CPU sizes: width 64 x 4 layers, <= 300 epochs, patience 30, batch 32; 3 seeds.",
         "BO fits (T <= 30, so <= 300 Adam steps) use lr 1e-2; the V3a fit (T = 100) keeps the port's 1e-3.",
-        "BO runs 10 + 30 iterations on NNDraw-10D and 10 + 20 on Branin, as the spec asks.",
+        "V2 runs 10 + 30 evaluations on NNDraw-10D; V3b 20 + 30 on ReLU NNDraw-10D (weights 4/fan_in); "
+        "V3c 10 + 40 on Branin; V3b/V3c run 2 BO repeats per claim seed (6 BO seeds over 3 seeds).",
+        "V3 VBLL arms refit after every evaluation, warm-started, for <= 50 epochs (patience 10).",
+        "V3 gates compare median log10 simple regret floored at 1e-3; report-only baselines run repeat 0.",
+        "Every V3 arm optimises its acquisition (TS path or LogEI) with 4 restarts from 128 raw samples.",
         "The noise starts at sigma = 1 (HeadConfig.noise_init='unit'); the port's random draw is 'port'.",
         "V2 cost counts gradient steps after the initial fit, which both arms share.",
         "The event trigger (predictive log-likelihood < -2 or 10 steps without retrain) is our assumption.",

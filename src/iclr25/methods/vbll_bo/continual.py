@@ -34,7 +34,10 @@ class ContinualVBLL:
     Args:
         model: the surrogate (updated in place).
         config: the retraining schedule.
-        fit_config: settings of every full retrain.
+        fit_config: settings of the initial fit (and of every retrain unless ``refit_config``).
+        refit_config: settings of the retrains after the initial fit; None uses ``fit_config``.
+            A shorter warm-started refit (fewer epochs, less patience) is a cheaper way to keep
+            the surrogate up to date when it is retrained often.
 
     Attributes:
         n_retrains: full retrains so far (the initial fit included).
@@ -60,11 +63,16 @@ class ContinualVBLL:
     """
 
     def __init__(
-        self, model: VBLLModel, config: ContinualConfig | None = None, fit_config: FitConfig | None = None
+        self,
+        model: VBLLModel,
+        config: ContinualConfig | None = None,
+        fit_config: FitConfig | None = None,
+        refit_config: FitConfig | None = None,
     ) -> None:
         self.model = model
         self.config = config or ContinualConfig()
         self.fit_config = fit_config or FitConfig()
+        self.refit_config = refit_config or self.fit_config
         self.n_retrains = 0
         self.n_recursive = 0
         self.n_grad_steps = 0
@@ -73,9 +81,9 @@ class ContinualVBLL:
         self.last_statistic = float("nan")
         self._since_retrain = 0
 
-    def _fit(self, warm: bool) -> int:
+    def _fit(self, warm: bool, initial: bool = False) -> int:
         state = {k: v.clone() for k, v in self.model.state_dict().items()} if warm else None
-        result = self.model.fit(self.fit_config, warm_start=state)
+        result = self.model.fit(self.fit_config if initial else self.refit_config, warm_start=state)
         self.n_retrains += 1
         self.n_grad_steps += result.n_steps
         self.train_seconds += result.seconds
@@ -84,7 +92,7 @@ class ContinualVBLL:
 
     def initial_fit(self) -> ContinualVBLL:
         """Train from scratch on the model's current data; returns self."""
-        self.n_grad_steps_initial += self._fit(warm=False)
+        self.n_grad_steps_initial += self._fit(warm=False, initial=True)
         return self
 
     @torch.no_grad()

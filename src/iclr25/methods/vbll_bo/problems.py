@@ -5,9 +5,12 @@ John Willes, Sebastian Trimpe, Jasper Snoek, James Harrison, ICLR 2025, arXiv:24
 
 Implements the "NNdraw" benchmark family of the paper's experiments (Sec. 5): an objective with
 complex, non-stationary correlations obtained as one draw of a random MLP on [0, 1]^d. The exact
-construction is not published; ours is a seeded tanh MLP (``depth`` layers of width ``width``, weights
-and biases N(0, 1/fan_in), inputs centred and scaled to unit variance), maximised, with the optimum
-from 64-start L-BFGS-B on the known function. Branin, Hartmann and Ackley come from BoTorch.
+construction is not published; ours is a seeded MLP (``depth`` layers of width ``width``, tanh or ReLU,
+weights and biases N(0, weight_var/fan_in), inputs centred and scaled to unit variance), maximised,
+with the optimum from 64-start L-BFGS-B on the known function. The default (tanh, weight_var 1) is
+smooth and close to a draw from a GP with a stationary kernel; ReLU with weight_var 4 is piecewise
+linear with kinks along random hyperplanes, where a stationary kernel is misspecified. Branin,
+Hartmann and Ackley come from BoTorch.
 
 References:
     arXiv:2412.09477, Sec. 5 (benchmarks).
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Literal
 
 import numpy as np
 import torch
@@ -30,13 +34,15 @@ _synthetic = require("botorch.test_functions.synthetic", "vbll_bo")
 
 
 class NNDraw(_synthetic.SyntheticTestFunction):
-    """A function drawn from a random tanh network on [0, 1]^d (to be maximised).
+    """A function drawn from a random tanh or ReLU network on [0, 1]^d (to be maximised).
 
     Args:
         dim: input dimension d.
         width: hidden width.
-        depth: number of tanh layers.
+        depth: number of hidden layers.
         seed: the draw.
+        activation: ``"tanh"`` (smooth) or ``"relu"`` (piecewise linear, non-stationary).
+        weight_var: weights and biases are drawn N(0, weight_var / fan_in).
         noise_std: optional observation noise.
         negate: negate the function (BoTorch convention).
         dtype: dtype of the bounds and weights.
@@ -56,12 +62,19 @@ class NNDraw(_synthetic.SyntheticTestFunction):
         width: int = 50,
         depth: int = 2,
         seed: int = 0,
+        activation: Literal["tanh", "relu"] = "tanh",
+        weight_var: float = 1.0,
         noise_std: float | None = None,
         negate: bool = False,
         dtype: torch.dtype = torch.double,
     ) -> None:
         if dim < 1 or width < 1 or depth < 1:
             raise ValueError(f"dim, width and depth must be >= 1, got {dim}, {width}, {depth}")
+        if activation not in ("tanh", "relu"):
+            raise ValueError(f"activation must be 'tanh' or 'relu', got {activation!r}")
+        if not weight_var > 0:
+            raise ValueError(f"weight_var must be > 0, got {weight_var}")
+        self.activation = activation
         self.dim = dim
         self.continuous_inds = list(range(dim))
         self.discrete_inds: list[int] = []
@@ -70,8 +83,9 @@ class NNDraw(_synthetic.SyntheticTestFunction):
         g = torch.Generator().manual_seed(int(seed))
         sizes = [dim] + [width] * depth + [1]
         for i, (a, b) in enumerate(itertools.pairwise(sizes)):
-            self.register_buffer(f"w{i}", torch.randn(b, a, generator=g, dtype=dtype) / math.sqrt(a))
-            self.register_buffer(f"b{i}", torch.randn(b, generator=g, dtype=dtype) / math.sqrt(a))
+            scale = math.sqrt(weight_var / a)  # std of N(0, weight_var / fan_in)
+            self.register_buffer(f"w{i}", torch.randn(b, a, generator=g, dtype=dtype) * scale)
+            self.register_buffer(f"b{i}", torch.randn(b, generator=g, dtype=dtype) * scale)
         self._n_layers = len(sizes) - 1
         self._optimal_value = self._find_max(g)
         self._seed = seed
@@ -81,7 +95,7 @@ class NNDraw(_synthetic.SyntheticTestFunction):
         for i in range(self._n_layers):
             h = h @ getattr(self, f"w{i}").transpose(-1, -2) + getattr(self, f"b{i}")
             if i < self._n_layers - 1:
-                h = torch.tanh(h)
+                h = torch.tanh(h) if self.activation == "tanh" else torch.relu(h)
         return h[..., 0]
 
     def _find_max(self, g: torch.Generator, starts: int = 64, raw: int = 4096) -> float:

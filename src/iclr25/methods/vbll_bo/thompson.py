@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from iclr25._core.registry import require
 
-from .model import ThompsonPath, VBLLModel
+from .model import VBLLModel
 
 __all__ = ["maximize_path", "thompson_candidates"]
 
@@ -30,7 +30,7 @@ def _minimize(fun, x0, bounds):
 
 
 def maximize_path(
-    path: ThompsonPath,
+    path: nn.Module,
     bounds: Tensor,
     *,
     num_restarts: int = 10,
@@ -40,7 +40,8 @@ def maximize_path(
     """Maximise a sample path (its first output) in a box.
 
     Args:
-        path: a :class:`ThompsonPath`.
+        path: a sample path ``(..., d) -> (..., m)``: a :class:`ThompsonPath`, a GP pathwise sample,
+            an ensemble member.
         bounds: ``(2, d)`` lower and upper bounds.
         num_restarts: L-BFGS-B runs, started from the best raw samples.
         raw_samples: uniform points scored to choose the starts.
