@@ -12,6 +12,7 @@ from iclr25.methods.ftct import (
     draw_trace,
     longest_consistent_chain,
     make_compositional_tests,
+    make_copy_tests,
     make_in_distribution_tests,
     make_training_corpus,
     noise_values,
@@ -164,3 +165,41 @@ def test_in_distribution_prompts(world):
         assert it.kind == "in_distribution"
         assert it.gold_pairs[-1][0] == it.target == it.chain[1]
         assert tok.letter_of(it.full_ids[it.te_pos - 2]) == it.target
+
+
+def _query_letters(tok, item):
+    """Letters of the query trace (the part of prompt + gold after the last newline)."""
+    ids = item.full_ids[item.query_start :]
+    return [tok.letter_of(i) for i in ids if tok.is_letter(i)][1:]  # drop the question's letter
+
+
+@pytest.mark.parametrize("kind", ["icl", "random", "chain", "chain_noise"])
+def test_copy_probes_repeat_one_sentence_with_fresh_values(world, kind):
+    g, tok, _ = world
+    items = make_copy_tests(g, tok, CFG, 2, 30, np.random.default_rng(3), kind=kind)
+    noise = set(noise_values(g, CFG))
+    for it in items:
+        assert it.kind == "copy" and it.demos == kind and it.k == 2
+        demos = _split_traces(tok, it.prompt_ids[: it.query_start])
+        assert len(demos) == 2
+        sentence = _query_letters(tok, it)
+        for d in demos:
+            assert [tok.letter_of(i) for i in d if tok.is_letter(i)][1:] == sentence
+        assert [v for v, _ in it.gold_pairs] == sentence[1:]
+        values = dict(it.gold_pairs)
+        chain_steps = [v for v in sentence if v in it.chain]
+        if kind in ("random", "chain"):
+            assert len(sentence) == CFG.depth and all(x in noise for x in values.values())
+        if kind == "chain":
+            assert tuple(sentence) in g.full_chains()
+        if kind == "chain_noise":
+            assert tuple(chain_steps) in g.full_chains() and len(sentence) > CFG.depth
+            assert all(v not in g.vertices for v in sentence if v not in it.chain)
+        if kind == "icl":
+            assert len(it.chain) in (0, 2)  # noise values only, or a 2-vertex fragment
+
+
+def test_copy_probe_kind_is_checked(world):
+    g, tok, _ = world
+    with pytest.raises(ValueError, match="kind"):
+        make_copy_tests(g, tok, CFG, 1, 2, np.random.default_rng(0), kind="letters")

@@ -1,5 +1,7 @@
 """Tests of FTCT metrics, greedy decoding and checkpoints."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -23,6 +25,7 @@ from iclr25.methods.ftct import (
     parse_pairs,
     query_leaf_id,
     save_checkpoint,
+    score_copy,
     score_output,
     train_model,
 )
@@ -67,6 +70,9 @@ def test_exact_output_scores_one_everywhere():
         "depth2": 1.0,
         "depth3": 1.0,
         "depth4": 1.0,
+        "order_depth2": 1.0,
+        "order_depth3": 1.0,
+        "order_depth4": 1.0,
     }
 
 
@@ -81,6 +87,29 @@ def test_wrong_value_keeps_order_breaks_whole_and_final():
     out = _score(["B", "=", 5, ",", "C", "=", 8, ",", "D", "=", 10])
     assert out["whole"] == 0.0 and out["whole_lenient"] == 0.0
     assert out["vertex_order"] == 1.0 and out["final"] == 0.0 and out["depth2"] == 1.0
+
+
+def test_order_depth_ignores_values_and_stops_at_the_first_wrong_vertex():
+    out = _score(["B", "=", 6, ",", "C", "=", 1, ",", "E", "=", 9, ",", "D", "=", 9])
+    assert (out["order_depth2"], out["order_depth3"], out["order_depth4"]) == (1.0, 1.0, 0.0)
+    assert out["depth2"] == 0.0  # the value of B is wrong
+
+
+def _copy_item(gold=(("B", 5), ("C", 7), ("D", 9))) -> TestItem:
+    return dataclasses.replace(_item(), gold_pairs=gold, kind="copy", demos="random")
+
+
+def test_copy_score_is_the_official_icl_rule():
+    def copy(words):
+        return score_copy(TOK, _copy_item(), TOK.encode(words))
+
+    right = copy(["B", "=", 1, ",", "C", "=", 2, ",", "D", "=", 3])  # values are ignored
+    assert right == {"copy": 1.0, "order_depth2": 1.0, "order_depth3": 1.0, "order_depth4": 1.0}
+    assert copy(["B", "=", 1, ",", "C", "=", 2, ",", "D", "=", 3, ",", "E", "=", 4])["copy"] == 1.0
+    short = copy(["B", "=", 1, ",", "C", "=", 2, "<nl>", "D", "=", 3])  # reading stops at newline
+    assert short["copy"] == 0.0 and short["order_depth3"] == 1.0 and short["order_depth4"] == 0.0
+    swapped = copy(["C", "=", 1, ",", "B", "=", 2, ",", "D", "=", 3])
+    assert swapped["copy"] == 0.0 and swapped["order_depth2"] == 0.0
 
 
 def test_steps_after_the_queried_vertex_are_cut():
@@ -233,3 +262,33 @@ def test_leaf_stop_ignores_a_leaf_step_inside_the_prompt():
     ids = torch.tensor([TOK.encode(["A", "D", "=", 9])])
     assert stop(ids, None).tolist() == [False]  # the value is part of the prompt
     assert stop(torch.cat([ids, torch.tensor([[TOK.comma_id]])], 1), None).tolist() == [False]
+
+
+def test_evaluate_scores_each_item_at_its_own_budget(trained):
+    model, tok, tests, _ = trained
+    short = [dataclasses.replace(it, max_new_tokens=5) for it in tests]
+    alone = evaluate(model, tok, short, batch_size=4)
+    mixed = evaluate(model, tok, short + [dataclasses.replace(it, k=7) for it in tests], batch_size=4)
+    assert mixed[1] == alone[1]
+
+
+def test_training_checkpoints_see_the_model_in_eval_mode():
+    cfg = FTCTConfig(depth=4, max_child_len=2, addlen=1, n_structure=10, n_fragment=20)
+    tok = FTCTTokenizer(cfg.n_letters, cfg.modulus, cfg.context_div)
+    g = CausalGraph.random(cfg, np.random.default_rng(0))
+    corpus = make_training_corpus(g, tok, cfg, np.random.default_rng(1))
+    fresh = build_model(ModelConfig(n_layer=1, n_head=1, d_model=16), tok, seed=0)
+    seen = []
+    train_model(
+        fresh,
+        corpus,
+        TrainConfig(steps=6, batch_size=4, warmup_steps=1),
+        seed=0,
+        checkpoints=(2, 6),
+        on_checkpoint=lambda step, m: seen.append((step, m.training)),
+    )
+    assert seen == [(2, False), (6, False)]
+    with pytest.raises(ValueError, match="checkpoints"):
+        train_model(
+            fresh, corpus, TrainConfig(steps=6, batch_size=4, warmup_steps=1), seed=0, checkpoints=(7,)
+        )

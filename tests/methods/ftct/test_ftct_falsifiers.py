@@ -1,4 +1,4 @@
-"""Falsifiers of the FTCT gates that have no control arm in the claim.
+"""Falsifiers of the FTCT gates that have no control arm in the claim, and of the 1L1H control.
 
 ``zero_shot_whole`` (zero-shot whole-chain accuracy <= 0.2) is the paper's contrast; its broken
 variant is a model that *does* know the whole chains, as a model trained on leaked full chains
@@ -62,3 +62,22 @@ def test_zero_shot_gate_fails_for_a_model_that_knows_whole_chains():
     untrained = build_model(ModelConfig(n_layer=1, n_head=2, d_model=16), tok, seed=0)
     stat, holds = _zero_shot_stat(untrained, tok, tests)
     assert stat <= 0.2 and holds
+
+
+def test_shallow_control_fails_for_a_small_model_that_chains():
+    """The 1-layer/1-head control misses its bar only if that model cannot chain: fed a model
+    that completes every chain (as a 1L1H model would if depth and heads did not matter), the
+    control criterion fails; fed an untrained one, it holds."""
+    control = next(c for c in CLAIM.criteria if c.name == "shallow_control")
+    assert control.gating and control.control
+    cfg = FTCTConfig(depth=4, max_child_len=2, addlen=1, n_structure=40, n_fragment=80)
+    graph = CausalGraph.random(cfg, np.random.default_rng(0))
+    tok = FTCTTokenizer(cfg.n_letters, cfg.modulus, cfg.context_div)
+    tests = make_compositional_tests(graph, tok, cfg, 1, 16, np.random.default_rng(2))
+    for model, holds in (
+        (_WholeChainOracle(tok, tests), False),
+        (build_model(ModelConfig(n_layer=1, n_head=1, d_model=16), tok, seed=0), True),
+    ):
+        arm = evaluate(model, tok, tests, batch_size=16)[1]
+        metrics = RunResult(metrics={"one_layer_one_head": arm}).metrics
+        assert control.holds(control.statistic(metrics)) is holds

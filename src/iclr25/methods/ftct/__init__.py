@@ -7,6 +7,7 @@ causal chains; test whether few-shot chain-of-thought prompts make it chain them
 from iclr25.methods.ftct.baselines import WindowedMLP
 from iclr25.methods.ftct.config import ClaimConfig, FTCTConfig, ModelConfig, TrainConfig
 from iclr25.methods.ftct.data import (
+    COPY_KINDS,
     Corpus,
     TestItem,
     Trace,
@@ -14,6 +15,7 @@ from iclr25.methods.ftct.data import (
     draw_trace,
     longest_consistent_chain,
     make_compositional_tests,
+    make_copy_tests,
     make_in_distribution_tests,
     make_probe_tests,
     make_training_corpus,
@@ -26,6 +28,7 @@ from iclr25.methods.ftct.evaluate import (
     greedy_generate,
     parse_pairs,
     query_leaf_id,
+    score_copy,
     score_output,
     teacher_forced_correct,
 )
@@ -40,6 +43,7 @@ from iclr25.methods.ftct.train import build_model, lm_loss, load_checkpoint, sav
 from iclr25.methods.ftct.vocab import FTCTTokenizer
 
 __all__ = [
+    "COPY_KINDS",
     "LETTERS",
     "CausalGraph",
     "ClaimConfig",
@@ -64,6 +68,7 @@ __all__ = [
     "load_checkpoint",
     "longest_consistent_chain",
     "make_compositional_tests",
+    "make_copy_tests",
     "make_in_distribution_tests",
     "make_probe_tests",
     "make_training_corpus",
@@ -74,6 +79,7 @@ __all__ = [
     "probe_parent_value",
     "query_leaf_id",
     "save_checkpoint",
+    "score_copy",
     "score_output",
     "teacher_forced_correct",
     "train_model",

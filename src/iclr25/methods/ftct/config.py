@@ -243,6 +243,24 @@ class ClaimConfig:
     eval_batch_size: int = param(
         100, doc="prompts decoded together", source="deviation: CPU scale (paper: 50)"
     )
+    copy_prompts: int = param(
+        100,
+        doc="order-copying probe prompts per k and per probe kind (icl, random, chain, chain_noise)",
+        source="paper: official icl test, 100 prompts per k",
+    )
+    curve_points: int = param(
+        5,
+        doc="evenly spaced training checkpoints of the learning curve (the last is the final step)",
+        source="deviation: diagnostic, not in the paper",
+    )
+    curve_prompts: int = param(
+        50, doc="compositional prompts per k at each learning-curve checkpoint", source="deviation: CPU scale"
+    )
+    shallow_control: bool = param(
+        True,
+        doc="also train a 1-layer, 1-head model of the same width on the same data and steps",
+        source="paper: Sec. 4, layers x heads in {1, 2}^2",
+    )
 
     def __post_init__(self) -> None:
         if not self.shots or any(k < 0 for k in self.shots):
@@ -251,9 +269,11 @@ class ClaimConfig:
             raise ValueError(f"shots must contain 0 and some k >= 1, got {self.shots}")
         if len(set(self.shots)) != len(self.shots):
             raise ValueError(f"shots must be distinct, got {self.shots}")
-        for name in ("prompts_per_k", "in_dist_prompts", "eval_batch_size"):
+        for name in ("prompts_per_k", "in_dist_prompts", "eval_batch_size", "copy_prompts", "curve_prompts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.curve_points < 0:
+            raise ValueError(f"curve_points must be >= 0, got {self.curve_points}")
 
     @classmethod
     def paper_normal(cls, depth: int = 5, max_child_len: int = 3) -> ClaimConfig:

@@ -17,6 +17,7 @@ supervised, the head and the newlines between traces are not.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -29,6 +30,7 @@ from iclr25.methods.ftct.graph import LETTERS, CausalGraph
 from iclr25.methods.ftct.vocab import FTCTTokenizer
 
 __all__ = [
+    "COPY_KINDS",
     "Corpus",
     "TestItem",
     "Trace",
@@ -36,6 +38,7 @@ __all__ = [
     "draw_trace",
     "longest_consistent_chain",
     "make_compositional_tests",
+    "make_copy_tests",
     "make_in_distribution_tests",
     "make_probe_tests",
     "make_training_corpus",
@@ -354,7 +357,7 @@ class TestItem:
         pair_pos: ``(letter index, value index)`` of each query step within ``prompt_ids + gold_ids``.
         te_pos: index in ``prompt_ids + gold_ids`` of a value token scored teacher-forced.
         max_new_tokens: decoding budget (gold length bound plus slack).
-        target: the vertex whose generation ``tr_ver`` checks (in-distribution only).
+        target: the fragment's second vertex, whose value ``tr_val`` scores (in-distribution only).
         knock_pos: query step whose value was replaced at random (probe tests), else -1.
 
     References:
@@ -556,8 +559,9 @@ def make_in_distribution_tests(
     """Fragment-sequence prompts like the training data (the paper's in-distribution checks).
 
     The prompt holds ``k_shots`` traces of a fragment sentence and the query trace up to and
-    including the first fragment vertex's step; ``tr_ver`` asks whether the next fragment vertex
-    is generated, ``tr_val`` whether its value is right given the gold prefix.
+    including the first fragment vertex's step; ``tr_val`` asks whether the next fragment
+    vertex's value is right given the gold prefix (the vertex-order check is the ``icl`` copy
+    probe, :func:`make_copy_tests`).
 
     Args:
         graph: the causal graph.
@@ -608,6 +612,132 @@ def make_in_distribution_tests(
                 te_pos=pos[second][1],
                 max_new_tokens=_max_new(len(sentence) - first - 1, cfg),
                 target=chain[1],
+            )
+        )
+    return items
+
+
+CopyKind = Literal["icl", "random", "chain", "chain_noise"]
+COPY_KINDS: tuple[str, ...] = ("icl", "random", "chain", "chain_noise")
+
+
+def _copy_sentence(
+    graph: CausalGraph,
+    cfg: FTCTConfig,
+    kind: str,
+    rng: np.random.Generator,
+    non_graph: Sequence[str],
+) -> tuple[list[str], tuple[str, ...], list[int]]:
+    """Letters of one copy-probe sentence; values are drawn per trace by :func:`make_copy_tests`.
+
+    Returns ``(sentence, chain, slots)``: the graph vertices at ``slots`` of the sentence carry
+    graph values; ``chain`` is empty for sentences whose values are all noise.
+    """
+    alphabet = list(LETTERS[: cfg.n_letters])
+    if kind == "icl":
+        # the official order-copying test: half structure sentences, half fragment sentences
+        # whose fragment has at most 2 vertices
+        if rng.random() < 0.5:
+            length = int(rng.integers(2, cfg.depth + cfg.addlen + 1))
+            sentence = [alphabet[i] for i in rng.choice(len(alphabet), size=length, replace=False)]
+            return sentence, (), []
+        sentence, chain, slots = _fragment_sentence(graph, _with_m(cfg, 2), rng, non_graph)
+        return sentence, tuple(chain), list(slots)
+    if kind == "random":
+        sentence = [alphabet[i] for i in rng.choice(len(alphabet), size=cfg.depth, replace=False)]
+        return sentence, (), []
+    chains = graph.full_chains()
+    chain = tuple(chains[int(rng.integers(len(chains)))])
+    if kind == "chain":
+        return list(chain), (), []
+    # chain_noise: the whole chain at sorted random slots among non-graph noise letters
+    length = int(rng.integers(cfg.depth + 1, cfg.depth + max(1, cfg.addlen) + 1))
+    slots = sorted(int(s) for s in rng.choice(length, size=len(chain), replace=False))
+    fillers = [non_graph[i] for i in rng.choice(len(non_graph), size=length - len(chain), replace=False)]
+    sentence, it = [], iter(fillers)
+    for i in range(length):
+        sentence.append(chain[slots.index(i)] if i in slots else next(it))
+    return sentence, chain, slots
+
+
+def _with_m(cfg: FTCTConfig, m: int) -> FTCTConfig:
+    """``cfg`` with fragments of at most ``m`` vertices."""
+    return dataclasses.replace(cfg, max_child_len=min(m, cfg.depth - 1))
+
+
+def make_copy_tests(
+    graph: CausalGraph,
+    tok: FTCTTokenizer,
+    cfg: FTCTConfig,
+    k_shots: int,
+    n: int,
+    rng: np.random.Generator,
+    kind: CopyKind = "icl",
+) -> list[TestItem]:
+    """Order-copying probes: k traces of one sentence, then the query's head; copy the order.
+
+    Every trace of a prompt has the same letters in the same order and fresh values, as in the
+    packed training sequences; the gold continuation is the rest of the query trace, and the
+    score (``copy`` in :func:`~iclr25.methods.ftct.evaluate.evaluate`) reads only its letters.
+
+    Kinds:
+        ``"icl"``: the official ``icl`` test: with probability 1/2 a structure sentence
+        (2..n+addlen random letters, noise values), else a fragment sentence whose fragment has
+        at most 2 vertices (graph values) among noise letters.
+        ``"random"``: n random letters from the whole alphabet, noise values.
+        ``"chain"``: the letters of a full chain, in order, with noise values.
+        ``"chain_noise"``: a full chain at sorted random positions among n+1..n+addlen
+        non-graph letters; the chain's values follow the graph, the others are noise.
+
+    Args:
+        graph: the causal graph.
+        tok: the vocabulary.
+        cfg: the data config.
+        k_shots: demonstrations per prompt.
+        n: number of prompts.
+        rng: source of randomness.
+        kind: which sentences to copy (above).
+
+    Returns:
+        Items with ``kind == "copy"`` and ``demos == kind``.
+
+    References:
+        Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4 (the in-distribution vertex test).
+    """
+    _check_k(k_shots, n)
+    if kind not in COPY_KINDS:
+        raise ValueError(f"kind must be one of {COPY_KINDS}, got {kind!r}")
+    noise = noise_values(graph, cfg)
+    non_graph = [x for x in LETTERS[: cfg.n_letters] if x not in graph.vertices]
+    items = []
+    for _ in range(n):
+        sentence, chain, slots = _copy_sentence(graph, cfg, kind, rng, non_graph)
+        traces = []
+        for _ in range(k_shots + 1):
+            if chain:
+                starts = sorted(graph.admissible_values(chain[0]))
+                chain_vals = graph.propagate(list(chain), starts[int(rng.integers(len(starts)))])
+            vals = [
+                chain_vals[slots.index(i)] if i in slots else noise[int(rng.integers(len(noise)))]
+                for i in range(len(sentence))
+            ]
+            traces.append(draw_trace(tok, sentence, vals, cfg.context_range, rng))
+        query = traces[-1]
+        prompt, gold, start, pos = _assemble(tok, traces[:-1], query, query.head_len, len(query.ids))
+        j = int(rng.integers(1, len(sentence)))
+        items.append(
+            TestItem(
+                prompt_ids=prompt,
+                gold_ids=gold,
+                gold_pairs=query.pairs[1:],
+                chain=tuple(chain),
+                k=k_shots,
+                kind="copy",
+                demos=kind,
+                query_start=start,
+                pair_pos=pos,
+                te_pos=pos[j][1],
+                max_new_tokens=_max_new(len(sentence) - 1, cfg),
             )
         )
     return items

@@ -4,8 +4,9 @@ Paper: *Are Transformers Able to Reason by Connecting Separated Knowledge in Tra
 Yutong Yin and Zhaoran Wang, ICLR 2025, arXiv:2501.15857. Implements the test metrics of
 Section 4: whole-chain accuracy (here strict: the exact list of steps; the paper's lenient
 subsequence match is reported as ``whole_lenient``), final-value accuracy, vertex order,
-value accuracy given the gold prefix (``te_val``) and the in-distribution checks
-(``tr_ver``, ``tr_val``), each reported per shot count k.
+value accuracy given the gold prefix (``te_val``), vertex-order accuracy by depth, the
+official order-copying test (``icl``, reported as ``tr_ver``) and the in-distribution value
+check (``tr_val``), each reported per shot count k.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "greedy_generate",
     "parse_pairs",
     "query_leaf_id",
+    "score_copy",
     "score_output",
     "teacher_forced_correct",
 ]
@@ -83,7 +85,8 @@ def score_output(tok: FTCTTokenizer, item: TestItem, generated: Sequence[int]) -
     vertex. ``whole``: answer equals the gold steps exactly; ``whole_lenient``: the gold steps
     are a subsequence of all parsed steps (the paper's rule); ``final``: the queried vertex's
     value is right; ``vertex_order``: the answer's vertices equal the gold vertices;
-    ``depth<j>``: the first ``j - 1`` steps after the root are right (``j`` counts vertices).
+    ``depth<j>``: the first ``j - 1`` steps after the root are right (``j`` counts vertices);
+    ``order_depth<j>``: the first ``j - 1`` vertices after the root are right, values ignored.
 
     Args:
         tok: the vocabulary.
@@ -109,6 +112,40 @@ def score_output(tok: FTCTTokenizer, item: TestItem, generated: Sequence[int]) -
     }
     for j in range(1, len(gold) + 1):
         out[f"depth{j + 1}"] = float(answer[:j] == gold[:j])
+    for j in range(1, len(gold) + 1):
+        out[f"order_depth{j + 1}"] = float([v for v, _ in answer[:j]] == [v for v, _ in gold[:j]])
+    return out
+
+
+def score_copy(tok: FTCTTokenizer, item: TestItem, generated: Sequence[int]) -> dict[str, float]:
+    """Score one order-copying probe: are the generated letters the sentence's letters, in order?
+
+    ``copy`` is the official ``icl`` rule: the letters of the first ``len(gold)`` parsed steps
+    (up to the first newline) equal the gold letters; values are ignored and steps after them
+    are tolerated. ``order_depth<j>``: the first ``j - 1`` letters after the first are right.
+
+    Args:
+        tok: the vocabulary.
+        item: a copy probe (:func:`~iclr25.methods.ftct.data.make_copy_tests`).
+        generated: generated ids (the prompt excluded).
+
+    Returns:
+        Metric -> 0.0 or 1.0.
+
+    References:
+        Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4.
+
+    Example:
+        >>> tok = FTCTTokenizer(n_letters=4, modulus=10, context_div=1)
+        >>> item = TestItem((), (), (("B", 1), ("C", 2)), (), 1, "copy", "random", 0, (), 0, 8)
+        >>> score_copy(tok, item, tok.encode(["B", "=", 7, ",", "C", "=", 0, ",", "D", "=", 3]))
+        {'copy': 1.0, 'order_depth2': 1.0, 'order_depth3': 1.0}
+    """
+    gold = [v for v, _ in item.gold_pairs]
+    got = [v for v, _ in parse_pairs(tok, generated)]
+    out = {"copy": float(got[: len(gold)] == gold)}
+    for j in range(1, len(gold) + 1):
+        out[f"order_depth{j + 1}"] = float(got[:j] == gold[:j])
     return out
 
 
@@ -338,13 +375,15 @@ def evaluate(
     """Metrics per shot count k, averaged over the items of each k.
 
     Compositional items give ``whole``, ``whole_lenient``, ``final``, ``vertex_order``,
-    ``te_val`` and ``depth<j>``; in-distribution items give ``tr_ver`` (the next fragment
-    vertex is generated) and ``tr_val`` (its value given the gold prefix).
+    ``te_val``, ``depth<j>`` and ``order_depth<j>`` (:func:`score_output`); copy probes give
+    ``copy`` and ``order_depth<j>`` (:func:`score_copy`); in-distribution items give ``tr_val``
+    (the next fragment value given the gold prefix).
 
     Args:
         model: the language model (switched to eval mode).
         tok: the vocabulary.
-        tests: items from one demonstration variant (any mix of k and kind).
+        tests: items of one demonstration variant or copy kind (any mix of k), possibly with
+            in-distribution items.
         batch_size: prompts decoded together.
         device: where the model lives.
 
@@ -357,32 +396,30 @@ def evaluate(
     Example:
         >>> # metrics = evaluate(model, tok, make_compositional_tests(graph, tok, cfg, 1, 10, rng))
     """
-    if len({it.demos for it in tests if it.kind == "compositional"}) > 1:
-        raise ValueError("evaluate one demonstration variant at a time")
+    if len({(it.kind, it.demos) for it in tests if it.kind != "in_distribution"}) > 1:
+        raise ValueError("evaluate one demonstration variant (or one copy kind) at a time")
     model.eval()
     stops = (tok.newline_id, tok.eos_id)
     sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    by_budget: dict[int, list[TestItem]] = defaultdict(list)
-    for it in tests:
-        by_budget[it.max_new_tokens].append(it)
-    for budget, items in sorted(by_budget.items()):
-        gens = greedy_generate(
-            model,
-            [it.prompt_ids for it in items],
-            max_new_tokens=budget,
-            pad_id=tok.pad_id,
-            stop_ids=stops,
-            batch_size=batch_size,
-            device=device,
-        )
-        tf = teacher_forced_correct(model, items, pad_id=tok.pad_id, batch_size=batch_size, device=device)
-        for it, gen, ok in zip(items, gens, tf, strict=False):
-            acc = sums[it.k]
-            if it.kind == "compositional":
-                for name, v in score_output(tok, it, gen).items():
-                    acc[name].append(v)
-                acc["te_val"].append(ok)
-            else:
-                acc["tr_ver"].append(float(it.target in [v for v, _ in parse_pairs(tok, gen)]))
-                acc["tr_val"].append(ok)
+    # one decoding pass with the largest budget, each output then cut to its item's own budget:
+    # greedy rows are independent, so this equals decoding each item with its budget
+    decoded = [it for it in tests if it.kind != "in_distribution"]  # scored on generated text
+    budget = max((it.max_new_tokens for it in decoded), default=0)
+    gens = greedy_generate(
+        model,
+        [it.prompt_ids for it in decoded],
+        max_new_tokens=budget,
+        pad_id=tok.pad_id,
+        stop_ids=stops,
+        batch_size=batch_size,
+        device=device,
+    )
+    for it, gen in zip(decoded, gens, strict=True):
+        score = score_output if it.kind == "compositional" else score_copy
+        for name, v in score(tok, it, gen[: it.max_new_tokens]).items():
+            sums[it.k][name].append(v)
+    forced = [it for it in tests if it.kind != "copy"]  # copy probes hold noise values
+    tf = teacher_forced_correct(model, forced, pad_id=tok.pad_id, batch_size=batch_size, device=device)
+    for it, ok in zip(forced, tf, strict=True):
+        sums[it.k]["te_val" if it.kind == "compositional" else "tr_val"].append(ok)
     return {k: {m: sum(v) / len(v) for m, v in sorted(ms.items())} for k, ms in sorted(sums.items())}

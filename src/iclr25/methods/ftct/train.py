@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -98,6 +98,8 @@ def train_model(
     seed: int,
     device: str | torch.device = "cpu",
     progress: Callable[[str, int, int], None] | None = None,
+    checkpoints: Sequence[int] = (),
+    on_checkpoint: Callable[[int, torch.nn.Module], None] | None = None,
 ) -> list[float]:
     """Train ``model`` on ``corpus`` with AdamW; batches are trimmed to their longest sequence.
 
@@ -112,9 +114,16 @@ def train_model(
         device: where the model lives.
         progress: optional ``progress(stage, done, total)``, called about every 2% of the steps
             with the stage ``"training"``.
+        checkpoints: step counts (1..total) after which ``on_checkpoint`` runs, e.g. to record a
+            learning curve.
+        on_checkpoint: ``on_checkpoint(step, model)``, called with the model in eval mode; the
+            model returns to train mode afterwards. It must not change the weights.
 
     Returns:
         The loss of every step.
+
+    Raises:
+        ValueError: empty corpus, or a checkpoint outside ``1..total`` steps.
 
     References:
         Yin and Wang, ICLR 2025, arXiv:2501.15857, Sec. 4.
@@ -124,6 +133,9 @@ def train_model(
         raise ValueError("empty corpus")
     steps_per_epoch = math.ceil(n / cfg.batch_size)
     total = cfg.steps if cfg.steps > 0 else round(cfg.epochs * steps_per_epoch)
+    marks = {int(c) for c in checkpoints}
+    if any(not 1 <= c <= total for c in marks):
+        raise ValueError(f"checkpoints must lie in 1..{total} steps, got {sorted(marks)}")
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, total, cfg))
@@ -156,6 +168,10 @@ def train_model(
         losses.append(loss.detach().item())
         if progress is not None and ((step + 1) % every == 0 or step + 1 == total):
             progress("training", step + 1, total)
+        if on_checkpoint is not None and step + 1 in marks:
+            model.eval()
+            on_checkpoint(step + 1, model)
+            model.train()
     model.eval()
     return losses
 
