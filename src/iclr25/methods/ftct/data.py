@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -416,6 +416,40 @@ def _max_new(n_steps: int, cfg: FTCTConfig) -> int:
     return n_steps * (cfg.context_range[1] - 1 + 4) + 4
 
 
+def _whole_query_item(
+    tok: FTCTTokenizer,
+    cfg: FTCTConfig,
+    demo_traces: Sequence[Trace],
+    query: Trace,
+    *,
+    chain: Sequence[str],
+    k: int,
+    kind: str,
+    demos: str,
+    te_step: int,
+    **extra: Any,
+) -> TestItem:
+    """A prompt of the demonstrations and the query's head, with the rest of the query as gold.
+
+    ``te_step`` is the query step whose value is scored teacher-forced.
+    """
+    prompt, gold, start, pos = _assemble(tok, demo_traces, query, query.head_len, len(query.ids))
+    return TestItem(
+        prompt_ids=prompt,
+        gold_ids=gold,
+        gold_pairs=query.pairs[1:],
+        chain=tuple(chain),
+        k=k,
+        kind=kind,
+        demos=demos,
+        query_start=start,
+        pair_pos=pos,
+        te_pos=pos[te_step][1],
+        max_new_tokens=_max_new(len(query.pairs) - 1, cfg),
+        **extra,
+    )
+
+
 def make_compositional_tests(
     graph: CausalGraph,
     tok: FTCTTokenizer,
@@ -474,21 +508,18 @@ def make_compositional_tests(
         query = draw_trace(
             tok, chain, graph.propagate(chain, _roots(graph, chain[0], rng)), cfg.context_range, rng
         )
-        prompt, gold, start, pos = _assemble(tok, demo_traces, query, query.head_len, len(query.ids))
         j = int(rng.integers(1, len(chain)))
         items.append(
-            TestItem(
-                prompt_ids=prompt,
-                gold_ids=gold,
-                gold_pairs=query.pairs[1:],
-                chain=tuple(chain),
+            _whole_query_item(
+                tok,
+                cfg,
+                demo_traces,
+                query,
+                chain=chain,
                 k=k_shots,
                 kind="compositional",
                 demos=demos,
-                query_start=start,
-                pair_pos=pos,
-                te_pos=pos[j][1],
-                max_new_tokens=_max_new(len(chain) - 1, cfg),
+                te_step=j,
             )
         )
     return items
@@ -533,20 +564,17 @@ def make_probe_tests(
         knocked = graph.propagate(chain[j:], _roots(graph, chain[j], rng))
         vals = vals[:j] + knocked
         query = draw_trace(tok, chain, vals, cfg.context_range, rng)
-        prompt, gold, start, pos = _assemble(tok, demo_traces, query, query.head_len, len(query.ids))
         items.append(
-            TestItem(
-                prompt_ids=prompt,
-                gold_ids=gold,
-                gold_pairs=query.pairs[1:],
-                chain=tuple(chain),
+            _whole_query_item(
+                tok,
+                cfg,
+                demo_traces,
+                query,
+                chain=chain,
                 k=k_shots,
                 kind="compositional",
                 demos="same",
-                query_start=start,
-                pair_pos=pos,
-                te_pos=pos[j + 1][1],
-                max_new_tokens=_max_new(len(chain) - 1, cfg),
+                te_step=j + 1,
                 knock_pos=j,
             )
         )
@@ -723,21 +751,10 @@ def make_copy_tests(
             ]
             traces.append(draw_trace(tok, sentence, vals, cfg.context_range, rng))
         query = traces[-1]
-        prompt, gold, start, pos = _assemble(tok, traces[:-1], query, query.head_len, len(query.ids))
         j = int(rng.integers(1, len(sentence)))
         items.append(
-            TestItem(
-                prompt_ids=prompt,
-                gold_ids=gold,
-                gold_pairs=query.pairs[1:],
-                chain=tuple(chain),
-                k=k_shots,
-                kind="copy",
-                demos=kind,
-                query_start=start,
-                pair_pos=pos,
-                te_pos=pos[j][1],
-                max_new_tokens=_max_new(len(sentence) - 1, cfg),
+            _whole_query_item(
+                tok, cfg, traces[:-1], query, chain=chain, k=k_shots, kind="copy", demos=kind, te_step=j
             )
         )
     return items
