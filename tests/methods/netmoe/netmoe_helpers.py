@@ -149,3 +149,100 @@ def stack_num_sources(rank: int, world: int) -> dict:
             out.get("out_err", 0.0), float((y.detach() - y_ref.detach()[new_ids]).abs().max())
         )
     return out
+
+
+def overlap_vs_inline(rank: int, world: int) -> dict:
+    """A two-layer stack with the solve overlapped (background thread) against the inline solve."""
+    topo = Topology(2, world // 2, bytes_per_token=16 * 4)
+    h_all, _, _ = make_block_batch(4 * world, 8, 16, 3, seed=3)
+    ids = torch.arange(4 * rank, 4 * rank + 4)
+    runs = {}
+    for overlap in (False, True):
+        stack = ExpertParallelStack([
+            ExpertParallelMoE(16, 32, 2 * world, 2, topology=topo, num_source="predicted",
+                              overlap_solve=overlap, generator=torch.Generator().manual_seed(20 + i))
+            for i in range(2)
+        ])  # fmt: skip
+        h = h_all[ids].clone().requires_grad_(True)
+        y, new_ids, stats = stack(h, ids)
+        (y * y).sum().backward()
+        runs[overlap] = (stack, y.detach(), new_ids, stats, h.grad)
+    (s0, y0, n0, st0, g0), (s1, y1, n1, st1, g1) = runs[False], runs[True]
+    grads_equal = all(
+        torch.equal(p0.grad, p1.grad)
+        for p0, p1 in zip(s0.parameters(), s1.parameters(), strict=True)
+        if p0.grad is not None or p1.grad is not None
+    )
+
+    def failing(num: np.ndarray, t: Topology) -> Placement:
+        raise ValueError("solver exploded")
+
+    layer = ExpertParallelMoE(16, 32, 2 * world, 2, topology=topo, placement=failing, overlap_solve=True)
+    try:
+        layer(h_all[ids], ids)
+        err = "no error"
+    except ValueError as e:
+        err = str(e)
+    return {
+        "y_equal": torch.equal(y0, y1),
+        "ids_equal": torch.equal(n0, n1),
+        "input_grad_equal": torch.equal(g0, g1),
+        "grads_equal": grads_equal,
+        "placements_equal": all(
+            np.array_equal(a.placement.device_of_sample, b.placement.device_of_sample)
+            for a, b in zip(st0, st1, strict=True)
+        ),
+        "links_equal": all(
+            np.array_equal(a.combine_links, b.combine_links)
+            and np.array_equal(a.dispatch_links, b.dispatch_links)
+            for a, b in zip(st0, st1, strict=True)
+        ),
+        "moved": int(sum((s.placement.device_of_sample != s.origin).sum() for s in st1)),
+        "wait_recorded": all("solve_wait_s" in s.extra for s in st1),
+        "error": err,
+    }
+
+
+class FakeMegatronDispatcher:
+    """Megatron-core's All-to-All dispatcher surface (older API), on the default process group."""
+
+    def __init__(self, rank: int, world: int, experts: int) -> None:
+        self.ep_size, self.tp_size, self.ep_group = world, 1, None
+        self.num_experts, self.num_local_experts = experts, experts // world
+        self.local_expert_indices = list(
+            range(rank * self.num_local_experts, (rank + 1) * self.num_local_experts)
+        )
+
+    def token_permutation(self, hidden_states, probs, routing_map):
+        return hidden_states.view(-1, hidden_states.shape[-1]), routing_map.sum(0), probs
+
+    def token_unpermutation(self, expert_output, bias=None):
+        return expert_output, bias
+
+
+def megatron_hook_distributed(rank: int, world: int) -> dict:
+    """The Megatron adapter's hook on gloo: counts all-gathered, solved on rank 0, broadcast."""
+    from iclr25.methods.netmoe.adapters import (
+        ExpertParallelLayout,
+        plan_from_routing_maps,
+        register_megatron_hook,
+    )
+
+    seq, batch, experts = 8, 2, 2 * world
+    g = torch.Generator().manual_seed(7)
+    maps = []
+    for _ in range(world):  # every rank draws every rank's routing, to build the reference plan
+        top = torch.rand(seq * batch, experts, generator=g).topk(2, dim=-1).indices
+        maps.append(torch.zeros(seq * batch, experts, dtype=torch.bool).scatter_(1, top, True))
+    want = plan_from_routing_maps(maps, ExpertParallelLayout(world, 2, experts), micro_batch=batch)
+    out = {}
+    for overlap in (False, True):
+        d = FakeMegatronDispatcher(rank, world, experts)
+        hook = register_megatron_hook(d, ranks_per_node=2, overlap=overlap)
+        hidden = torch.randn(seq, batch, 4)
+        d.token_permutation(hidden, maps[rank].float(), maps[rank])
+        d.token_unpermutation(hidden.view(-1, 4))
+        hook.remove()
+        out[overlap] = hook.last.placement.device_of_sample.tolist()
+    out["want"] = want.placement.device_of_sample.tolist()
+    return out

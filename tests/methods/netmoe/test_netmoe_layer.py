@@ -158,22 +158,47 @@ def test_nccl_two_gpus_equal_forward_backward() -> None:
     _check(run(equivalence_worker, 2, spec, backend="nccl", **TIMEOUTS)[0])
 
 
-@pytest.mark.slow
-def test_torchrun_demo_on_cpu() -> None:
+def _torchrun_demo(*extra: str) -> str:
     import shutil
     import subprocess
     import sys
     from pathlib import Path
 
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    port = free_port()
     out = subprocess.run(
-        [torchrun, "--nproc-per-node", "4", "--master-port", str(port), "-m", "iclr25.methods.netmoe.demo",
-         "--gpus-per-node", "2", "--steps", "2"],
+        [torchrun, "--nproc-per-node", "4", "--master-port", str(free_port()),
+         "-m", "iclr25.methods.netmoe.demo", "--gpus-per-node", "2", "--steps", "2", *extra],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.count("outputs equal: True") == 2
+    return out.stdout
+
+
+@pytest.mark.slow
+def test_torchrun_demo_on_cpu() -> None:
+    """4 gloo processes as 2 nodes x 2 devices: equal outputs, fewer inter-node bytes, balanced plans."""
+    import re
+
+    stdout = _torchrun_demo()
+    steps = re.findall(
+        r"step (\d+): identity: inter ([\d.]+) kB intra ([\d.]+) kB "
+        r"netmoe: inter ([\d.]+) kB intra ([\d.]+) kB; moved (\d+)/(\d+) samples; outputs equal: (\w+)",
+        stdout,
+    )
+    assert [int(s[0]) for s in steps] == [0, 1], stdout
+    plans = re.findall(r"step (\d+) layer (\d+) placement \(device of samples 0\.\.15\): ([\d ]+)", stdout)
+    assert len(plans) == 4, stdout  # 2 steps x 2 layers
+    loader = [i // 4 for i in range(16)]  # 4 samples per rank, contiguous ids
+    for step, id_inter, id_intra, nm_inter, _nm_intra, moved, total, same in steps:
+        assert same == "True" and int(total) == 16
+        assert float(id_inter) > 0 and float(id_intra) > 0
+        assert float(nm_inter) < float(id_inter)  # NetMoE's objective prices inter-node copies first
+        layers = [[int(g) for g in p[2].split()] for p in plans if p[0] == step]
+        for where in layers:  # balanced: I / J = 4 samples per device
+            assert sorted(where) == sorted(loader), where
+        assert int(moved) == sum(a != b for a, b in zip(layers[-1], loader, strict=True))
+    # the solve in a background thread gives the same lines, bit for bit
+    assert _torchrun_demo("--overlap-solve") == stdout
 
 
 _TORCHRUN_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -221,3 +246,14 @@ def test_a_failed_join_is_retried_on_a_new_port(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(RuntimeError, match="init_process_group"):
         launch.run(equivalence_worker, 2, join_retries=1)
     assert len(calls) == 2
+
+
+def test_overlapped_solve_equals_inline_solve_bit_for_bit() -> None:
+    res = run(hp.overlap_vs_inline, 4, **TIMEOUTS)
+    for r in res:
+        assert r["y_equal"] and r["ids_equal"] and r["input_grad_equal"] and r["grads_equal"], r
+        assert r["placements_equal"] and r["links_equal"] and r["wait_recorded"], r
+        # a solver error in the background thread reaches every rank, naming the background solve
+        assert "placement failed on rank 0" in r["error"], r["error"]
+    assert res[0]["moved"] > 0
+    assert "background placement solve failed: ValueError: solver exploded" in res[0]["error"]

@@ -27,6 +27,7 @@ from .layer import (
     probe_all_to_all,
 )
 from .placement import EquivalenceSpec, equivalence_worker, global_token_loss, make_block_batch, placed_labels
+from .planner import AsyncPlanner
 from .solve import (
     Placement,
     expert_replacement,
@@ -44,6 +45,7 @@ from .solve import (
 
 __all__ = [
     "A2AStats",
+    "AsyncPlanner",
     "DenseMoE",
     "EquivalenceSpec",
     "ExpertParallelMoE",

@@ -10,7 +10,8 @@ Every layer's placement prices its own combine plus the next layer's dispatch, w
 layer's routing predicted from this layer's input (``num_source="predicted"``), and persists into
 the next layer. Rank 0 prints, per step, the measured inter/intra-node bytes of all dispatches
 and combines of the placed stack next to those of plain expert parallelism, and whether the
-outputs agree.
+outputs agree, then one line per layer with the device of every sample. ``--overlap-solve`` runs
+each solve in a background thread while the dispatch and the expert compute run (Sec. 4).
 
 References:
     Xinyi Liu, Yujie Wang, Fangcheng Fu, Xupeng Miao, Shenhan Zhu, Xiaonan Nie, Bin Cui.
@@ -50,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--experts-per-rank", type=int, default=2)
     ap.add_argument("--layers", type=int, default=2, help="MoE layers of the stack")
     ap.add_argument("--backend", default=None, help="gloo or nccl (default: nccl if CUDA is available)")
+    ap.add_argument(
+        "--overlap-solve",
+        action="store_true",
+        help="solve each placement in a background thread, overlapped with dispatch and expert compute",
+    )
     args = ap.parse_args(argv)
     try:
         topo = init_from_env(args.backend, timeout_s=120.0, gpus_per_node=args.gpus_per_node)
@@ -64,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             ExpertParallelMoE(
                 args.d_model, 2 * args.d_model, experts, 2, topology=topo, placement=name,
                 num_source="predicted", generator=torch.Generator().manual_seed(layer),
+                overlap_solve=args.overlap_solve and name == "netmoe",
             )
             for layer in range(args.layers)
         ]).to(device)
@@ -98,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             sts = outs["netmoe"][1]
             moved = int((sts[-1].placement.device_of_sample != sts[0].origin).sum())
             print(f"step {step}: {row}; moved {moved}/{n_glob} samples; outputs equal: {same}")
+            for layer, st in enumerate(sts):
+                where = " ".join(str(int(g)) for g in st.placement.device_of_sample)
+                print(f"step {step} layer {layer} placement (device of samples 0..{n_glob - 1}): {where}")
     dist.destroy_process_group()
     return 0
 

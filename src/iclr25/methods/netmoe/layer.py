@@ -2,12 +2,13 @@
 
 Implements the training-time mechanism of *NetMoE: Accelerating MoE Training through Dynamic
 Sample Placement* (Liu et al., ICLR 2025), Sec. 3-4 and Algorithm 1: after gating, every rank
-shares its samples' assignment counts ``num``, rank 0 solves the placement and broadcasts it, and
-the **combine** All-to-All sends each sample's expert outputs to the sample's new device, so a
-sample moves with no extra message. The dispatcher pipeline is permute -> All-to-All (split sizes
-first, then payload and metadata) -> grouped expert compute -> All-to-All toward the new devices
--> scatter in fixed slot order, samples ordered by global id. One code path for gloo (CPU) and
-NCCL (GPU); the caller chooses the device.
+shares its samples' assignment counts ``num``, rank 0 solves the placement (inline, or in a
+background thread overlapped with the dispatch and the expert compute) and broadcasts it just
+before the combine, and the **combine** All-to-All sends each sample's expert outputs to the
+sample's new device, so a sample moves with no extra message. The dispatcher pipeline is
+permute -> All-to-All (split sizes first, then payload and metadata) -> grouped expert compute
+-> All-to-All toward the new devices -> scatter in fixed slot order, samples ordered by global
+id. One code path for gloo (CPU) and NCCL (GPU); the caller chooses the device.
 
 The solver prices the paper's edge weight (Eq. 5/6/10) when ``num_source`` is ``"predicted"``
 or ``"oracle"``: this layer's combine plus the next layer's dispatch, which leaves from the
@@ -43,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cost import Topology
+from .planner import AsyncPlanner
 from .solve import Placement, random_placement, solve_two_stage
 
 __all__ = [
@@ -334,6 +336,11 @@ class ExpertParallelMoE(nn.Module):
             ``ceil(cf * I S k / E)`` copies per expert.
         generator: draws the parameters of all E experts (same seed on every rank).
         seed: seed of ``placement="random"`` (combined with a step counter).
+        overlap_solve: run rank 0's solve in a background thread (:class:`AsyncPlanner`) while
+            the dispatch All-to-All and the expert compute run, and wait for it just before the
+            combine, the first step that needs the placement (Sec. 4). The placement, outputs and
+            byte counts are the same as with the inline solve; ``stats.extra["solve_wait_s"]`` is
+            the time rank 0 still waited at the combine.
 
     Shape:
         h ``[I_loc, S, d]``, sample_ids ``[I_loc]`` -> y ``[I_loc, S, d]``, new ids ``[I_loc]``.
@@ -360,6 +367,7 @@ class ExpertParallelMoE(nn.Module):
         capacity_factor: float | None = None,
         generator: torch.Generator | None = None,
         seed: int = 0,
+        overlap_solve: bool = False,
     ) -> None:
         super().__init__()
         if not dist.is_initialized():
@@ -402,6 +410,8 @@ class ExpertParallelMoE(nn.Module):
         self.topology, self.placement, self.num_source = topology, placement, num_source
         self.residual, self.capacity_factor, self.seed = residual, capacity_factor, seed
         self._step = 0
+        self.overlap_solve = bool(overlap_solve)
+        self._planner: AsyncPlanner | None = None  # rank 0's background solver, made on first use
         self.__dict__["next_layer"] = None  # set by ExpertParallelStack; not a submodule
 
     def route_counts(self, h: torch.Tensor) -> torch.Tensor:
@@ -438,6 +448,50 @@ class ExpertParallelMoE(nn.Module):
                 num.shape[0], self.topology, np.random.default_rng([self.seed, self._step])
             )
         return Placement(origin.copy())  # identity: every sample stays where it is
+
+    def _get_planner(self) -> AsyncPlanner:
+        if self._planner is None:
+            self._planner = AsyncPlanner(self.topology)
+        return self._planner
+
+    def _solve_inline(
+        self, num: np.ndarray, origin: np.ndarray, override: str | None
+    ) -> tuple[Placement | None, str, float, float]:
+        """Rank 0's inline solve: ``(placement or None, error, solve seconds, wait seconds)``."""
+        t0 = time.perf_counter()
+        try:
+            pl = self._solve(num, origin, override)
+            pl.validate(self.topology)
+        except ValueError as err:  # every rank raises after the broadcast instead of hanging
+            return None, str(err), time.perf_counter() - t0, 0.0
+        return pl, "", time.perf_counter() - t0, 0.0
+
+    def _collect_planned(self) -> tuple[Placement | None, str, float, float]:
+        """Rank 0 at the combine: wait for the background solve (Sec. 4's overlap)."""
+        planner = self._get_planner()
+        t0 = time.perf_counter()
+        try:
+            pl = planner.wait()
+        except RuntimeError as err:
+            return None, str(err), 0.0, time.perf_counter() - t0
+        return pl, "", planner.last_solve_s, time.perf_counter() - t0
+
+    def _share_plan(
+        self, result: tuple[Placement | None, str, float, float] | None, n_glob: int, dev: torch.device
+    ) -> tuple[Placement, float, float]:
+        """Broadcast rank 0's placement; all ranks validate it or raise together."""
+        plan = torch.full((n_glob,), -1, dtype=torch.int64, device=dev)
+        error, solve_s, wait_s = "", 0.0, 0.0
+        if result is not None:
+            pl, error, solve_s, wait_s = result
+            if pl is not None:
+                plan = torch.as_tensor(pl.device_of_sample, device=dev)
+        dist.broadcast(plan, group=self.group, group_src=0)  # group rank 0 of ep_group
+        if int(plan.min()) < 0:
+            raise ValueError(f"placement failed on rank 0: {error or 'invalid placement'}")
+        placement = Placement(plan.cpu().numpy())
+        placement.validate(self.topology)
+        return placement, solve_s, wait_s
 
     def _all_gather(self, t: torch.Tensor) -> torch.Tensor:
         parts = [torch.empty_like(t) for _ in range(self.world)]
@@ -499,27 +553,17 @@ class ExpertParallelMoE(nn.Module):
             num = num + np.asarray(num_next, dtype=np.int64)
         origin = np.empty(n_glob, dtype=np.int64)
         origin[all_ids] = np.repeat(np.arange(world), n_loc)
-        plan = torch.full((n_glob,), -1, dtype=torch.int64, device=dev)
-        solve_s, error = 0.0, ""
-        if rank == 0:
-            t0 = time.perf_counter()
-            try:
-                cost_num = num.copy()
-                if self.residual == "migrate":  # the residual rows act as S more copies at the origin
-                    cost_num[np.arange(n_glob), origin] += seq
-                pl = self._solve(cost_num, origin, placement)
-                pl.validate(self.topology)
-                plan = torch.as_tensor(pl.device_of_sample, device=dev)
-            except ValueError as err:  # every rank raises below instead of hanging
-                error = str(err)
-            solve_s = time.perf_counter() - t0
-        dist.broadcast(plan, group=self.group, group_src=0)  # group rank 0 of ep_group
-        placement = Placement(plan.cpu().numpy())
-        if int(plan.min()) < 0:
-            raise ValueError(f"placement failed on rank 0: {error or 'invalid placement'}")
-        placement.validate(self.topology)
-        self._step += 1
-        plan_t = plan
+        cost_num = num
+        if self.residual == "migrate":  # the residual rows act as S more copies at the origin
+            cost_num = num.copy()
+            cost_num[np.arange(n_glob), origin] += seq
+        result = None  # rank 0: (placement or None, error, solve s, wait s)
+        if rank == 0 and self.overlap_solve:  # solve in the background while dispatch and experts run
+            planner = self._get_planner()
+            planner.discard()  # a result left by a step that raised before its combine is stale
+            planner.submit(cost_num, solver=lambda n, _t: self._solve(n, origin, placement))
+        elif rank == 0:
+            result = self._solve_inline(cost_num, origin, placement)
 
         # Dispatch: copies in (sample, token, slot) order, stably grouped by destination rank.
         flat_dev = copy_dev.reshape(-1)  # [I_loc*S*k]
@@ -566,6 +610,14 @@ class ExpertParallelMoE(nn.Module):
             rows = torch.cat([rows, h.reshape(-1, d)])
             rmeta = torch.cat([rmeta, res_meta])
 
+        # The placement is needed from here on: collect it (waiting for the background solve if
+        # overlapped) and broadcast rank 0's decision; every rank raises together on a failure.
+        if rank == 0 and self.overlap_solve:
+            result = self._collect_planned()
+        placement_obj, solve_s, wait_s = self._share_plan(result, n_glob, dev)
+        plan_t = torch.as_tensor(placement_obj.device_of_sample, device=dev)
+        self._step += 1
+
         # Combine toward each sample's new device (the placement acts here: no extra message).
         dest = plan_t[rmeta[:, 0]]
         corder = torch.argsort(dest, stable=True)
@@ -576,7 +628,7 @@ class ExpertParallelMoE(nn.Module):
         got_meta = _AllToAll.apply(rmeta[corder], crsplits, csplits, self.group)
         comb_bytes = comb_counts * d * h.element_size()
 
-        new_ids = torch.as_tensor(placement.samples_on(rank), device=dev)
+        new_ids = torch.as_tensor(placement_obj.samples_on(rank), device=dev)
         lut = torch.full((n_glob,), -1, dtype=torch.int64, device=dev)
         lut[new_ids] = torch.arange(new_ids.numel(), device=dev)
         nslots = k + (self.residual == "migrate")
@@ -593,7 +645,7 @@ class ExpertParallelMoE(nn.Module):
         meta_bytes = int(meta.numel() * meta.element_size() + send_p.numel() * send_p.element_size())
         meta_bytes += int(rmeta.numel() * rmeta.element_size())
         stats = A2AStats(
-            placement=placement,
+            placement=placement_obj,
             origin=origin,
             num=num,
             routed=routed,
@@ -602,6 +654,7 @@ class ExpertParallelMoE(nn.Module):
             meta_bytes=meta_bytes,
             solve_s=solve_s,
             dropped=int((~keep).sum()),
+            extra={"solve_wait_s": wait_s},
         )
         return y, new_ids, stats
 
