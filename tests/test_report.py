@@ -11,7 +11,9 @@ from iclr25._core.claims import judge
 from iclr25._core.report import (
     RESULTS_MARKERS,
     STATUS_MARKERS,
+    common_dependencies,
     render_report,
+    stale_files,
     summary_rows,
     update_readmes,
     write_claim_json,
@@ -92,6 +94,41 @@ def test_results_are_marked_stale_when_the_code_changes(tmp_path: Path) -> None:
     (root / "src/iclr25/_core/x.py").write_text("x = 1\n")  # back as it was: the mark goes
     update_readmes(report, root)
     assert "Stale" not in (root / "src/iclr25/methods/fake/README.md").read_text()
+
+
+def test_only_the_common_modules_a_method_imports_make_it_stale(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    common = root / "src" / "iclr25" / "common"
+    (common / "data" / "world").mkdir(parents=True)
+    for init in (
+        common / "__init__.py",
+        common / "data" / "__init__.py",
+        common / "data" / "world" / "__init__.py",
+    ):
+        init.write_text("")
+    (common / "data" / "world" / "draw.py").write_text("z = 1\n")
+    (common / "data" / "world" / "__init__.py").write_text("from .draw import z\n")
+    (common / "other.py").write_text("w = 1\n")
+    (root / "src" / "iclr25" / "_core" / "report.py").write_text("# renderer\n")
+    method = root / "src" / "iclr25" / "methods" / "fake" / "core.py"
+    method.write_text("from iclr25.common.data.world import z\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "common"], check=True)
+    assert "src/iclr25/common/data/world" in common_dependencies(root, "fake")
+    assert "src/iclr25/common/other.py" not in common_dependencies(root, "fake")
+    (common / "other.py").write_text("w = 2\n")  # a module the method does not import
+    assert stale_files(root, "fake", _sha(root)) == []
+    (common / "data" / "world" / "draw.py").write_text("z = 2\n")  # one it imports through a package
+    assert stale_files(root, "fake", _sha(root)) == ["src/iclr25/common/data/world/draw.py"]
+    (root / "src" / "iclr25" / "_core" / "report.py").write_text("# renderer, edited\n")  # changes no numbers
+    assert stale_files(root, "fake", _sha(root)) == ["src/iclr25/common/data/world/draw.py"]
+
+
+def _sha(root: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_report_section_opens_with_figure_and_shows_falsifiers_and_diagnosis(tmp_path: Path) -> None:

@@ -30,10 +30,12 @@ __all__ = [
     "RunManifestError",
     "check_resumable",
     "claim_record",
+    "common_dependencies",
     "complete_records",
     "find_unfinished",
     "load_records",
     "render_report",
+    "stale_files",
     "update_readmes",
     "write_claim_json",
     "write_env",
@@ -393,7 +395,9 @@ def _criteria_rows(r: dict[str, Any]) -> list[list[str]]:
         if o["control"]:
             falsifier = "(is a control)"
         else:
-            falsifier = spec.get("falsifier") or ("—" if not o["gating"] or o.get("precondition") else "none named")
+            falsifier = spec.get("falsifier") or (
+                "—" if not o["gating"] or o.get("precondition") else "none named"
+            )
         rows.append(
             [
                 o["name"] + (" (control)" if o["control"] else ""),
@@ -603,21 +607,76 @@ _STATUS_HEAD = [
 ]
 
 
-def stale_files(repo_root: Path, name: str, sha: str | None) -> list[str] | None:
-    """Files of a method's code, ``_core/`` or ``common/`` changed since commit ``sha``.
+_COMMON_NAME = re.compile(r"iclr25\.common(?:\.\w+)*")
+_COMMON_FROM = re.compile(r"from\s+(iclr25\.common(?:\.\w+)*)\s+import\s+\(?([\w\s,]+)\)?")
+_RELATIVE_FROM = re.compile(r"^\s*from\s+\.(\w+)", re.MULTILINE)
 
-    Left out: the method's README (its Results table is what gets regenerated) and the
-    registry (names and expected times, which change no claim's numbers). ``None`` when that
-    cannot be told (no commit recorded, or no git).
+
+def common_dependencies(repo_root: Path, name: str) -> list[str]:
+    """The ``common/`` files a method's code uses, found by the names it imports (transitively).
+
+    Every ``iclr25.common...`` name in the method folder's Python files counts (imports,
+    ``require`` strings, doctests), resolved to the module file or package folder it names, with
+    the ``__init__.py`` of each package on the way; the common files found are scanned the same
+    way. Without the method folder, the whole of ``common/`` is returned.
+    """
+    base = Path(repo_root) / "src"
+    folder = base / "iclr25" / "methods" / name
+    if not folder.is_dir():
+        return ["src/iclr25/common"]
+    found: set[Path] = set()
+    todo = sorted(folder.rglob("*.py"))
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        text = path.read_text(errors="replace")
+        names = set(_COMMON_NAME.findall(text))
+        if folder not in path.parents:  # a common module: its sibling modules too
+            names.update(
+                ".".join([*path.parent.relative_to(base).parts, m]) for m in _RELATIVE_FROM.findall(text)
+            )
+        for module, imported in _COMMON_FROM.findall(text):
+            names.update(f"{module}.{n.strip()}" for n in imported.split(",") if n.strip())
+        for dotted in names:
+            parts = dotted.split(".")
+            for depth in range(2, len(parts) + 1):  # the packages on the way, then the module
+                stem = base.joinpath(*parts[:depth])
+                if stem.is_dir() and (stem / "__init__.py").exists():
+                    init = stem / "__init__.py"
+                    if depth == len(parts):
+                        found.add(stem)
+                        todo.extend(stem.rglob("*.py"))
+                    else:
+                        found.add(init)
+                        todo.append(init)
+                elif stem.with_suffix(".py").exists():
+                    found.add(stem.with_suffix(".py"))
+                    todo.append(stem.with_suffix(".py"))
+                    break
+                else:
+                    break  # an imported name inside a module, not a file
+    return sorted(str(p.relative_to(repo_root)) for p in found)
+
+
+def stale_files(repo_root: Path, name: str, sha: str | None) -> list[str] | None:
+    """Files of a method's code, ``_core/`` or the ``common/`` modules it uses changed since ``sha``.
+
+    Left out: the method's README (its Results table is what gets regenerated), the registry
+    (names and expected times) and the report renderer, none of which changes a claim's numbers,
+    and ``common/`` modules the method does not import (:func:`common_dependencies`). ``None``
+    when that cannot be told (no commit recorded, or no git).
     """
     if not sha:
         return None
     base = "src/iclr25"
     return changed_since(
         sha,
-        [f"{base}/methods/{name}", f"{base}/_core", f"{base}/common"],
+        [f"{base}/methods/{name}", f"{base}/_core", *common_dependencies(repo_root, name)],
         repo_root,
-        exclude=[f"{base}/methods/{name}/README.md", f"{base}/_core/registry.py"],
+        exclude=[f"{base}/methods/{name}/README.md", f"{base}/_core/registry.py", f"{base}/_core/report.py"],
     )
 
 
@@ -686,8 +745,9 @@ def update_readmes(out_dir: Path, repo_root: Path) -> list[Path]:
     """Regenerate the top README's status table and each method README's Results table.
 
     Rows of methods absent from this report are kept as they were. Every row and Results table
-    records the commit it was generated from; one whose method folder, ``_core/`` or ``common/``
-    changed since that commit is marked stale (and the mark goes once it is regenerated).
+    records the commit it was generated from; one whose method folder, ``_core/`` or the
+    ``common/`` modules the method imports changed since that commit is marked stale (and the mark
+    goes once it is regenerated); see :func:`stale_files`.
 
     Returns:
         The files written.
