@@ -156,6 +156,15 @@ REGISTRY: dict[str, Entry] = {
             full_s=260.0,
             long_s=1050.0,
         ),
+        Entry(
+            name="ditto",
+            target="iclr25.methods.ditto.claim:CLAIM",
+            paper="Aligning Language Models with Demonstrated Feedback",
+            claim="a few demonstrations + online DPO against the model's own samples beat SFT",
+            extra="ditto",
+            smoke_s=30.0,
+            full_s=250.0,
+        ),
     )
 }
 

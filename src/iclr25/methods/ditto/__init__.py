@@ -1,0 +1,42 @@
+"""DITTO: align a language model to one user from a handful of demonstrations.
+
+*Aligning Language Models with Demonstrated Feedback* (arXiv: "Show, Don't Tell: Aligning Language
+Models with Demonstrated Feedback"), Omar Shaikh, Michelle S. Lam, Joey Hejna, Yijia Shao,
+Hyundong Cho, Michael S. Bernstein, Diyi Yang, ICLR 2025, arXiv:2406.00888. Official code:
+``SALT-NLP/demonstrated-feedback`` (no licence; read for facts only, nothing copied).
+"""
+
+from .config import DittoConfig
+from .judge import Judge, LLMJudge, win_rate
+from .losses import IGNORE_INDEX, dpo_sigmoid_loss, sequence_logprobs, token_logprobs
+from .pairs import (
+    PreferencePair,
+    Sample,
+    SampleCache,
+    build_ditto_pairs,
+    pair_targets,
+    pool_sizes,
+    to_trl_rows,
+)
+from .trainer import Demonstration, DittoCallback, DittoTrainer
+
+__all__ = [
+    "IGNORE_INDEX",
+    "Demonstration",
+    "DittoCallback",
+    "DittoConfig",
+    "DittoTrainer",
+    "Judge",
+    "LLMJudge",
+    "PreferencePair",
+    "Sample",
+    "SampleCache",
+    "build_ditto_pairs",
+    "dpo_sigmoid_loss",
+    "pair_targets",
+    "pool_sizes",
+    "sequence_logprobs",
+    "to_trl_rows",
+    "token_logprobs",
+    "win_rate",
+]
