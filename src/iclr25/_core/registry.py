@@ -157,6 +157,15 @@ REGISTRY: dict[str, Entry] = {
             long_s=1050.0,
         ),
         Entry(
+            name="wicked_oddities",
+            target="iclr25.methods.wicked_oddities.claim:CLAIM",
+            paper="Wicked Oddities: Selectively Poisoning for Effective Clean-Label Backdoor Attacks",
+            claim="poisoning the least typical target-class images beats random at equal budget",
+            extra="wicked_oddities",
+            smoke_s=20.0,
+            full_s=200.0,
+        ),
+        Entry(
             name="ditto",
             target="iclr25.methods.ditto.claim:CLAIM",
             paper="Aligning Language Models with Demonstrated Feedback",
