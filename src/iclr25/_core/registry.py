@@ -157,6 +157,18 @@ REGISTRY: dict[str, Entry] = {
             long_s=1050.0,
         ),
         Entry(
+            name="bigr",
+            target="iclr25.methods.bigr.claim:CLAIM",
+            paper=(
+                "BiGR: Harnessing Binary Latent Codes for Image Generation "
+                "and Improved Visual Representation Capabilities"
+            ),
+            claim="masked binary-code generator: better linear probe than causal AR, fewer passes",
+            extra="bigr",
+            smoke_s=30.0,
+            full_s=250.0,
+        ),
+        Entry(
             name="wicked_oddities",
             target="iclr25.methods.wicked_oddities.claim:CLAIM",
             paper="Wicked Oddities: Selectively Poisoning for Effective Clean-Label Backdoor Attacks",

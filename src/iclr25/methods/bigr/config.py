@@ -1,0 +1,318 @@
+"""Configuration of BiGR (binary latent codes for generation and representation).
+
+Paper: *BiGR: Harnessing Binary Latent Codes for Image Generation and Improved Visual Representation
+Capabilities*, Shaozhe Hao, Xuantong Liu, Xianbiao Qi, Shihao Zhao, Bojia Zi, Rong Xiao, Kai Han,
+Kwan-Yee K. Wong, ICLR 2025, arXiv:2410.14672. :class:`BinaryAEConfig` is the binary autoencoder,
+:class:`BiGRConfig` the generator (with its :class:`TranscoderConfig`), :class:`SamplerConfig` the
+confidence-ordered sampler and :class:`ClaimConfig` the CPU claim check. Paper-scale presets are
+functions (:func:`l_d24`, :func:`xl_d24`, ...) that only build configs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from iclr25._core.config import param
+
+__all__ = [
+    "BiGRConfig",
+    "BinaryAEConfig",
+    "ClaimConfig",
+    "SamplerConfig",
+    "TranscoderConfig",
+    "bae_d24",
+    "bae_d32",
+    "l_d24",
+    "l_d32_512",
+    "tiny",
+    "xl_d24",
+    "xxl_d24",
+    "xxl_d32",
+]
+
+
+def _positive(obj: object, *names: str) -> None:
+    for name in names:
+        v = getattr(obj, name)
+        if v < 1:
+            raise ValueError(f"{name} must be >= 1, got {v}")
+
+
+@dataclass(frozen=True)
+class BinaryAEConfig:
+    """The binary autoencoder (B-AE): a VQGAN-style conv encoder/decoder with a Bernoulli quantiser.
+
+    Example:
+        >>> BinaryAEConfig().code_dim, BinaryAEConfig().downsample
+        (24, 16)
+    """
+
+    in_channels: int = param(3, doc="image channels", source="paper: RGB")
+    nf: int = param(128, doc="base channel width", source="paper: B-AE nf 128")
+    ch_mult: tuple[int, ...] = param(
+        (1, 1, 2, 2, 4), doc="channel multiplier per level (len - 1 downsamples)", source="paper: B-AE config"
+    )
+    num_res_blocks: int = param(2, doc="residual blocks per level", source="paper: B-AE config")
+    attn_resolutions: tuple[int, ...] = param(
+        (16,), doc="feature-map sizes that get a self-attention block", source="paper: attention at 16x16"
+    )
+    emb_dim: int = param(256, doc="width of the code embedding E (K x emb_dim)", source="paper: emb_dim 256")
+    code_dim: int = param(24, doc="K: bits per token", source="paper: d24 (also d32)")
+    resolution: int = param(256, doc="input image side in pixels", source="paper: 256 px")
+    code_weight: float = param(
+        0.0, doc="weight of the mean p(1 - p) code regulariser", source="paper: default 0"
+    )
+
+    def __post_init__(self) -> None:
+        _positive(self, "in_channels", "nf", "num_res_blocks", "emb_dim", "code_dim", "resolution")
+        if not self.ch_mult:
+            raise ValueError("ch_mult must not be empty")
+        if self.resolution % self.downsample:
+            raise ValueError(f"resolution {self.resolution} is not divisible by {self.downsample}")
+
+    @property
+    def downsample(self) -> int:
+        """Spatial reduction factor of the encoder."""
+        return 2 ** (len(self.ch_mult) - 1)
+
+    @property
+    def grid(self) -> int:
+        """Side of the token grid (h = w)."""
+        return self.resolution // self.downsample
+
+
+@dataclass(frozen=True)
+class TranscoderConfig:
+    """The binary transcoder: per-token Bernoulli diffusion over K bits (an adaLN residual MLP)."""
+
+    depth: int = param(3, doc="residual adaLN blocks", source="paper: BiGR-L 3 blocks")
+    width: int = param(1024, doc="hidden width (the backbone's D by default)", source="paper: width D")
+    timesteps: int = param(256, doc="T: diffusion steps in training", source="paper: T = 256")
+    sample_steps: int = param(
+        100, doc="reverse steps at sampling (linearly sub-sampled from T)", source="paper: 100"
+    )
+
+    def __post_init__(self) -> None:
+        _positive(self, "depth", "width", "timesteps", "sample_steps")
+        if self.sample_steps > self.timesteps:
+            raise ValueError(f"sample_steps {self.sample_steps} > timesteps {self.timesteps}")
+
+
+@dataclass(frozen=True)
+class BiGRConfig:
+    """The BiGR generator: Llama blocks (bidirectional, 2D RoPE, adaLN-single) + a bit head.
+
+    Example:
+        >>> c = tiny(); (c.dim, c.depth, c.num_tokens)
+        (64, 2, 16)
+    """
+
+    code_dim: int = param(24, doc="K: bits per token (must match the tokenizer)", source="paper: d24")
+    grid: int = param(16, doc="token grid side (N = grid ** 2)", source="paper: 256 px / 16")
+    num_classes: int = param(
+        1000, doc="class labels (one more id is the null class)", source="paper: ImageNet"
+    )
+    dim: int = param(1024, doc="D: model width", source="paper: BiGR-L")
+    depth: int = param(24, doc="Llama blocks", source="paper: BiGR-L 24")
+    heads: int = param(16, doc="attention heads", source="paper: BiGR-L 16")
+    dropout: float = param(0.1, doc="attention / residual dropout", source="paper: 0.1")
+    class_dropout: float = param(0.1, doc="label dropout for CFG (label -> null)", source="paper: 0.1")
+    causal: bool = param(
+        False, doc="causal mask + next-token loss on all tokens (a control, not BiGR)", source="paper: False"
+    )
+    head: Literal["transcoder", "bit"] = param(
+        "transcoder",
+        doc="bit head: Bernoulli-diffusion transcoder, or independent per-bit logits (a control)",
+        source="paper: transcoder",
+    )
+    transcoder: TranscoderConfig = param(
+        TranscoderConfig(), doc="the transcoder head", source="paper: BiGR-L head"
+    )
+
+    def __post_init__(self) -> None:
+        _positive(self, "code_dim", "grid", "num_classes", "dim", "depth", "heads")
+        if self.dim % self.heads:
+            raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
+        if (self.dim // self.heads) % 4:
+            raise ValueError("head dim must be divisible by 4 for 2D RoPE (row and column halves)")
+        if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.class_dropout < 1.0:
+            raise ValueError("dropout and class_dropout must lie in [0, 1)")
+        if self.head not in ("transcoder", "bit"):
+            raise ValueError(f"head must be 'transcoder' or 'bit', got {self.head!r}")
+
+    @property
+    def num_tokens(self) -> int:
+        """N: tokens per image."""
+        return self.grid * self.grid
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """The confidence-ordered sampler (sample scripts' defaults)."""
+
+    num_iter: int = param(20, doc="S: unmasking iterations", source="paper: sample scripts S = 20")
+    cfg_scale: float = param(3.0, doc="s: classifier-free guidance scale (constant)", source="paper: 3.0")
+    gumbel_temp: float = param(0.01, doc="Gumbel noise on confidences", source="paper: 0.01")
+    gumbel_schedule: Literal["constant", "down", "up"] = param(
+        "constant", doc="how the Gumbel temperature changes over iterations", source="paper: constant"
+    )
+    temperature: float = param(1.0, doc="logit temperature in the transcoder", source="paper: 1.0")
+    order: Literal["confidence", "entropy", "random"] = param(
+        "confidence",
+        doc="unmasking order: mean |2p - 1|, -binary entropy, or random (a baseline)",
+        source="paper: code's mean |2p - 1|",
+    )
+
+    def __post_init__(self) -> None:
+        _positive(self, "num_iter")
+        if self.cfg_scale < 0:
+            raise ValueError(f"cfg_scale must be >= 0, got {self.cfg_scale}")
+        if self.gumbel_temp < 0 or self.temperature <= 0:
+            raise ValueError("gumbel_temp must be >= 0 and temperature > 0")
+
+
+def bae_d24() -> BinaryAEConfig:
+    """Paper's B-AE with K = 24 (256 px -> 16 x 16 tokens)."""
+    return BinaryAEConfig(code_dim=24)
+
+
+def bae_d32() -> BinaryAEConfig:
+    """Paper's B-AE with K = 32."""
+    return BinaryAEConfig(code_dim=32)
+
+
+def l_d24() -> BiGRConfig:
+    """BiGR-L-d24 (24 layers, 16 heads, D 1024, 3 transcoder blocks; about 336M parameters)."""
+    return BiGRConfig(
+        code_dim=24, dim=1024, depth=24, heads=16, transcoder=TranscoderConfig(depth=3, width=1024)
+    )
+
+
+def xl_d24() -> BiGRConfig:
+    """BiGR-XL-d24 (36 layers, 20 heads, D 1280, 6 transcoder blocks)."""
+    return BiGRConfig(
+        code_dim=24, dim=1280, depth=36, heads=20, transcoder=TranscoderConfig(depth=6, width=1280)
+    )
+
+
+def xxl_d24() -> BiGRConfig:
+    """BiGR-XXL-d24 (48 layers, 24 heads, D 1536, 8 transcoder blocks)."""
+    return BiGRConfig(
+        code_dim=24, dim=1536, depth=48, heads=24, transcoder=TranscoderConfig(depth=8, width=1536)
+    )
+
+
+def xxl_d32() -> BiGRConfig:
+    """BiGR-XXL-d32 (as XXL-d24 with K = 32)."""
+    return BiGRConfig(
+        code_dim=32, dim=1536, depth=48, heads=24, transcoder=TranscoderConfig(depth=8, width=1536)
+    )
+
+
+def l_d32_512() -> BiGRConfig:
+    """BiGR-L-d32 at 512 px (32 x 32 = 1,024 tokens; 6 transcoder blocks of width 1280)."""
+    return BiGRConfig(
+        code_dim=32, grid=32, dim=1024, depth=24, heads=16, transcoder=TranscoderConfig(depth=6, width=1280)
+    )
+
+
+def tiny(*, code_dim: int = 8, grid: int = 4, num_classes: int = 4) -> BiGRConfig:
+    """A tiny CPU model for tests and examples (D 64, 2 layers, 4 heads, T 32, 8 reverse steps)."""
+    return BiGRConfig(
+        code_dim=code_dim, grid=grid, num_classes=num_classes, dim=64, depth=2, heads=4, dropout=0.0,
+        transcoder=TranscoderConfig(depth=2, width=64, timesteps=32, sample_steps=8),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ClaimConfig:
+    """Size of the CPU claim check (shapes world, 16 x 16 images, 4 x 4 tokens)."""
+
+    dataset: Literal["shapes", "digits"] = param(
+        "shapes", doc="main data set", source="deviation: shapes world stands in for ImageNet"
+    )
+    digits_line: bool = param(
+        False,
+        doc="also probe BiGR vs AR on scikit-learn digits (reported only)",
+        source="deviation: off in full for time",
+    )
+    image_size: int = param(16, doc="image side", source="deviation: CPU scale (paper 256)")
+    n_train: int = param(5000, doc="training images", source="deviation: CPU scale")
+    n_val: int = param(1000, doc="validation images (probe layer choice)", source="deviation: CPU scale")
+    n_test: int = param(
+        1000, doc="test images (probe accuracy, FID reference)", source="deviation: CPU scale"
+    )
+    backgrounds: tuple[str, ...] = param(
+        ("plain", "tint", "gradient"),
+        doc="shapes-world single-object backgrounds (no per-pixel noise: no short binary code holds it)",
+        source="deviation: pilot on seed 100 (raw-pixel probe 0.66 <= 0.70 without noise)",
+    )
+    code_dim: int = param(10, doc="K: bits per token", source="deviation: K <= 12 so AR can use 2^K ids")
+    ae_downsample: int = param(
+        4, doc="B-AE spatial reduction (2: 8 x 8 tokens, 4: 4 x 4)", source="deviation: pilot on seed 100"
+    )
+    ae_nf: int = param(16, doc="B-AE base width", source="deviation: CPU scale (paper 128)")
+    ae_batch: int = param(32, doc="B-AE batch size", source="deviation: CPU scale")
+    ae_steps: int = param(600, doc="B-AE training steps (L1 loss)", source="deviation: CPU scale")
+    ae_lr: float = param(3e-3, doc="B-AE Adam learning rate", source="deviation: pilot on seed 100")
+    ae_code_weight: float = param(
+        0.02,
+        doc="code_weight of the B-AE (mean p(1 - p) regulariser)",
+        source="deviation: pilot on seed 100 (paper default 0)",
+    )
+    dim: int = param(64, doc="D of every generator", source="deviation: CPU scale (paper 1024)")
+    depth: int = param(3, doc="Llama blocks of every generator", source="deviation: CPU scale (paper 24)")
+    heads: int = param(4, doc="attention heads", source="deviation: CPU scale")
+    transcoder_depth: int = param(2, doc="transcoder blocks", source="deviation: CPU scale (paper 3)")
+    timesteps: int = param(64, doc="T of the transcoder", source="deviation: CPU scale (paper 256)")
+    diffusion_steps: int = param(
+        16, doc="reverse steps at sampling", source="deviation: CPU scale (paper 100)"
+    )
+    steps: int = param(400, doc="AdamW steps of every generator", source="deviation: CPU scale")
+    batch_size: int = param(
+        64, doc="batch size of every generator", source="deviation: CPU scale (paper 512)"
+    )
+    lr: float = param(
+        1e-3, doc="AdamW learning rate", source="deviation: CPU scale (paper 1e-4 at batch 512)"
+    )
+    num_iter: int = param(6, doc="S: sampler iterations (<= N / 2)", source="deviation: CPU scale (paper 20)")
+    cfg_scale: float = param(3.0, doc="CFG scale for BiGR and AR", source="paper: 3.0")
+    gumbel_temp: float = param(0.01, doc="Gumbel temperature on confidences", source="paper: 0.01")
+    n_samples: int = param(
+        512, doc="generated images per arm for the FID proxy", source="deviation: CPU scale"
+    )
+    eval_steps: int = param(
+        1200,
+        doc="training steps of the evaluator CNN (batch 64, about 15 epochs)",
+        source="deviation: CPU scale",
+    )
+    steps_sweep: tuple[int, ...] = param(
+        (2, 8),
+        doc="sampler iterations for the quality-against-steps figure",
+        source="deviation: CPU scale",
+    )
+    run_causal: bool = param(True, doc="train the causal=True BiGR control", source="paper: spec control")
+    n_sweep: int = param(
+        256, doc="samples per point of the quality-against-steps sweep", source="deviation: CPU scale"
+    )
+    n_inpaint: int = param(
+        256, doc="test images refilled in the inpainting check", source="deviation: CPU scale"
+    )
+    n_probe: int = param(2500, doc="training images of the linear probes", source="deviation: CPU scale")
+    pixel_probe_iter: int = param(
+        100,
+        doc="L-BFGS iterations of the raw-pixel probe (768 inputs; reported only)",
+        source="deviation: time",
+    )
+    digits_ae_steps: int = param(200, doc="B-AE steps of the digits line", source="deviation: time")
+    digits_steps: int = param(400, doc="generator steps of the digits line", source="deviation: CPU scale")
+
+    def __post_init__(self) -> None:
+        _positive(
+            self, "n_train", "n_val", "n_test", "code_dim", "ae_steps", "steps", "n_samples", "num_iter"
+        )
+        if self.code_dim > 12:
+            raise ValueError("code_dim must be <= 12 so the AR baseline can use 2^K ids")
+        if self.ae_downsample not in (2, 4):
+            raise ValueError(f"ae_downsample must be 2 or 4, got {self.ae_downsample}")
