@@ -82,6 +82,18 @@ def test_autoencoder_shapes_and_bad_input() -> None:
         BinaryAEConfig(resolution=100)
 
 
+def test_autoencoder_norms_keep_channel_means_at_small_widths() -> None:
+    """One channel per GroupNorm group is InstanceNorm, which erases each image's mean colour at
+    the output layer (the bug the 16-channel CPU tokenizer had); paper widths keep 32 groups."""
+    small = BinaryAutoencoder(BinaryAEConfig(nf=8, ch_mult=(1, 2), num_res_blocks=1, attn_resolutions=(),
+                                             emb_dim=16, code_dim=6, resolution=8))  # fmt: skip
+    norms = [m for m in small.modules() if isinstance(m, torch.nn.GroupNorm)]
+    assert norms and all(m.num_channels // m.num_groups >= 4 for m in norms)
+    paper = BinaryAutoencoder(BinaryAEConfig(nf=128, ch_mult=(1, 2), num_res_blocks=1, attn_resolutions=(),
+                                             emb_dim=16, code_dim=6, resolution=8))  # fmt: skip
+    assert {m.num_groups for m in paper.modules() if isinstance(m, torch.nn.GroupNorm)} == {32}
+
+
 def test_masked_count_schedule_in_range() -> None:
     for n in (1, 4, 16, 256):
         counts = [masked_count(s, n) for s in range(n)]

@@ -72,7 +72,12 @@ class BernoulliQuantizer(nn.Module):
 
 
 def _norm(ch: int) -> nn.GroupNorm:
-    return nn.GroupNorm(math.gcd(32, ch), ch, eps=1e-6)
+    """GroupNorm with at most 32 groups of at least 4 channels (paper widths: 32 groups).
+
+    With one channel per group (``ch`` <= 32) GroupNorm becomes InstanceNorm: it removes every
+    channel's per-image mean, and the output layer's norm then erases the image's mean colour.
+    """
+    return nn.GroupNorm(math.gcd(32, max(1, ch // 4)), ch, eps=1e-6)
 
 
 class _ResBlock(nn.Module):
