@@ -186,6 +186,26 @@ REGISTRY: dict[str, Entry] = {
             smoke_s=30.0,
             full_s=250.0,
         ),
+        Entry(
+            name="gfn_redteam",
+            target="iclr25.methods.gfn_redteam.claim:CLAIM",
+            paper=(
+                "Learning Diverse Attacks on Large Language Models for Robust Red-Teaming and Safety Tuning"
+            ),
+            claim="GFlowNet + MLE smoothing attacker covers more attack modes than RL at equal toxicity",
+            extra="gfn_redteam",
+            smoke_s=30.0,
+            full_s=250.0,
+        ),
+        Entry(
+            name="procedural_influence",
+            target="iclr25.methods.procedural_influence.claim:CLAIM",
+            paper="Procedural Knowledge in Pretraining Drives Reasoning in Large Language Models",
+            claim="EK-FAC: reasoning draws on shared procedural documents, facts on answer documents",
+            extra="procedural_influence",
+            smoke_s=15.0,
+            full_s=200.0,
+        ),
     )
 }
 
