@@ -351,9 +351,8 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
 
     names = list(_ARMS_B)
     series["modes_vs_toxicity"] = Series(
-        title="Modes covered and toxicity rate per arm: "
-        + ", ".join(f"{i}={a}" for i, a in enumerate(names)),
-        xlabel="arm",
+        title="Modes covered and toxicity rate per arm",
+        xlabel="arm: " + ", ".join(f"{i} {a}" for i, a in enumerate(names)),
         ylabel="value",
         x=[float(i) for i in range(len(names))],
         lines={

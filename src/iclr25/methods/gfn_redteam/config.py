@@ -71,7 +71,11 @@ class GFNRedTeamConfig:
     )
     use_buffer: bool = param(True, doc="replay from the buffer (False: all on-policy)", source="paper: True")
     seed_batches: int = param(10, doc="SFT-attacker batches that seed the buffer", source="paper: 10")
-    kl_coef: float = param(0.1, doc="lambda: KL weight of the REINFORCE baseline", source="deviation: tuned")
+    kl_coef: float = param(
+        0.1,
+        doc="lambda: KL weight of the REINFORCE baseline",
+        source="deviation: set once before any run (paper: tuned)",
+    )
     novelty_weight: float = param(
         0.0, doc="weight of the CRT-lite novelty bonus (0: none)", source="deviation: CRT"
     )
