@@ -207,6 +207,15 @@ REGISTRY: dict[str, Entry] = {
             full_s=200.0,
         ),
         Entry(
+            name="clip_dfkd",
+            target="iclr25.methods.clip_dfkd.claim:CLAIM",
+            paper="Open-Vocabulary Customization from CLIP via Data-Free Knowledge Distillation",
+            claim="text-driven inversion with style diversification beats BN inversion as a teacher",
+            extra="clip_dfkd",
+            smoke_s=15.0,
+            full_s=230.0,
+        ),
+        Entry(
             name="vie_dm",
             target="iclr25.methods.vie_dm.claim:CLAIM",
             paper=(

@@ -1,0 +1,383 @@
+"""CLIP-style teachers: a wrapper over any open_clip model, its zero-shot head, and tiny teachers
+trained contrastively on the shapes world and cached on disk.
+
+Paper: *Open-Vocabulary Customization from CLIP via Data-Free Knowledge Distillation*, Wei et al.,
+ICLR 2025. The zero-shot head is the CLIP classifier the paper distils from (Sec. 3): logits
+s * cos(f_I(x), t_c) with the teacher's logit scale s and t_c the renormalised mean of the class's
+template embeddings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from iclr25._core.claims import ProgressFn, no_progress
+from iclr25.methods.clip_dfkd.config import TeacherConfig
+
+__all__ = [
+    "TASK_COLORS",
+    "TASK_SHAPES",
+    "CLIPTeacher",
+    "ZeroShotClassifier",
+    "build_tiny_clip",
+    "check_images",
+    "check_names",
+    "default_cache_dir",
+    "load_open_clip_teacher",
+    "load_or_train_teacher",
+    "multi_positive_clip_loss",
+    "teacher_world",
+    "tokenizer_for",
+    "train_teacher",
+]
+
+#: The shapes and colours of the teachers' world; the task's classes are the shapes.
+TASK_SHAPES: tuple[str, ...] = ("circle", "square", "triangle", "star", "hexagon", "cross")
+TASK_COLORS: tuple[str, ...] = ("red", "green", "blue", "yellow")
+
+
+def check_images(x: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless ``x`` is a float (N, 3, H, W) batch in [0, 1]."""
+    if x.ndim != 4 or x.shape[1] != 3:
+        raise ValueError(f"images must have shape (N, 3, H, W), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"images must be floating point in [0, 1], got {x.dtype}")
+    if x.numel() and (float(x.min()) < 0.0 or float(x.max()) > 1.0):
+        raise ValueError(f"images must lie in [0, 1], got range [{float(x.min()):.3g}, {float(x.max()):.3g}]")
+
+
+def check_names(names: Sequence[str], what: str = "class names") -> None:
+    """Raise ``ValueError`` on an empty list, an empty name or a repeated name."""
+    if len(names) == 0:
+        raise ValueError(f"{what} must not be empty")
+    if any(not isinstance(n, str) or not n.strip() for n in names):
+        raise ValueError(f"{what} must be non-empty strings, got {list(names)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} must be distinct, got {list(names)}")
+
+
+class CLIPTeacher(nn.Module):
+    """A frozen CLIP-style model seen through images in [0, 1] and plain strings.
+
+    Wraps any object with ``encode_image``, ``encode_text`` and ``logit_scale`` (open_clip's
+    ``CLIP``) and a tokenizer callable (``open_clip.SimpleTokenizer``). Images are normalised with
+    the teacher's own mean and std here, after the parameterisation maps to [0, 1].
+
+    Args:
+        model: the CLIP model.
+        tokenizer: ``tokenizer(list_of_str) -> LongTensor (n, context_length)``.
+        mean: per-channel input mean of the teacher.
+        std: per-channel input std of the teacher.
+
+    Example:
+        >>> t = CLIPTeacher(build_tiny_clip(TeacherConfig()), tokenizer_for(TeacherConfig()))
+        >>> t.encode_image(torch.rand(2, 3, 32, 32)).shape, t.encode_text(["a star"]).shape
+        (torch.Size([2, 32]), torch.Size([1, 32]))
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Callable[[list[str]], torch.Tensor],
+        *,
+        mean: Sequence[float] = (0.5, 0.5, 0.5),
+        std: Sequence[float] = (0.25, 0.25, 0.25),
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1))
+        self.freeze()
+
+    def freeze(self) -> CLIPTeacher:
+        """Eval mode (BN statistics and dropout frozen) and no parameter gradients."""
+        self.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        return self
+
+    @property
+    def logit_scale(self) -> float:
+        """s: the teacher's (exponentiated) logit scale."""
+        return float(self.model.logit_scale.exp())
+
+    def encode_image(self, x: torch.Tensor) -> torch.Tensor:
+        """Unnormalised image embeddings of images in [0, 1]. Shape: (N, 3, H, W) -> (N, D)."""
+        return self.model.encode_image((x - self.mean) / self.std)
+
+    @torch.no_grad()
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """L2-normalised text embeddings (no gradients). Shape: (len(texts), D)."""
+        device = self.mean.device
+        return F.normalize(self.model.encode_text(self.tokenizer(list(texts)).to(device)), dim=-1)
+
+
+class ZeroShotClassifier(nn.Module):
+    """The teacher's zero-shot head: logits s * cos(f_I(x), t_c).
+
+    t_c is the mean of the normalised embeddings of ``template.format(name)`` over ``templates``,
+    renormalised (CLIP's prompt ensembling). Class order follows ``class_names``.
+
+    Args:
+        teacher: the frozen teacher.
+        class_names: the task's class names.
+        templates: prompt templates with one ``{}`` slot.
+
+    Shape:
+        images (N, 3, H, W) in [0, 1] -> logits (N, len(class_names)).
+    """
+
+    def __init__(
+        self, teacher: CLIPTeacher, class_names: Sequence[str], templates: Sequence[str] = ("a {}",)
+    ) -> None:
+        super().__init__()
+        check_names(class_names)
+        if not templates or any("{}" not in t for t in templates):
+            raise ValueError(f"templates need one '{{}}' slot each, got {list(templates)}")
+        self.teacher = teacher
+        self.class_names = tuple(class_names)
+        emb = torch.stack(
+            [teacher.encode_text([t.format(c) for t in templates]) for c in class_names]
+        )  # (C, T, D)
+        self.register_buffer("text_features", F.normalize(emb.mean(1), dim=-1))  # (C, D)
+
+    def logits_from_features(self, v: torch.Tensor) -> torch.Tensor:
+        """Logits from image embeddings (normalised here). Shape: (N, D) -> (N, C)."""
+        return self.teacher.logit_scale * F.normalize(v, dim=-1) @ self.text_features.T
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.logits_from_features(self.teacher.encode_image(images))
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny teachers
+# ---------------------------------------------------------------------------------------------
+
+
+def build_tiny_clip(cfg: TeacherConfig) -> nn.Module:
+    """An untrained open_clip ``CLIP`` from a custom config (``pretrained=None``; nothing downloads).
+
+    The ViT has LayerNorm only; the ModifiedResNet has BatchNorm in every conv block.
+    """
+    from open_clip.model import CLIP
+
+    if cfg.arch == "vit":
+        vision = {
+            "image_size": cfg.image_size,
+            "layers": cfg.vision_layers,
+            "width": cfg.vision_width,
+            "patch_size": cfg.patch_size,
+            "head_width": 32,
+            "pool_type": "avg",
+        }
+    else:
+        vision = {
+            "image_size": cfg.image_size,
+            "layers": [cfg.vision_layers] * 4,
+            "width": cfg.vision_width,
+            "head_width": cfg.vision_width,
+        }
+    text = {
+        "context_length": cfg.context_length,
+        "vocab_size": 49408,
+        "width": cfg.text_width,
+        "heads": 2,
+        "layers": cfg.text_layers,
+    }
+    return CLIP(embed_dim=cfg.embed_dim, vision_cfg=vision, text_cfg=text)
+
+
+def tokenizer_for(cfg: TeacherConfig) -> Callable[[list[str]], torch.Tensor]:
+    """open_clip's BPE tokenizer (its vocabulary ships inside the package) at the config's length."""
+    from open_clip import SimpleTokenizer
+
+    return SimpleTokenizer(context_length=cfg.context_length)
+
+
+def teacher_world(
+    cfg: TeacherConfig, *, styles: Sequence[str] | None = None, distractor_p: float | None = None
+) -> Any:
+    """The shapes world of the teachers and the task: 6 shapes x 4 colours, given render styles."""
+    from iclr25.common.data.shapes_world import DistractorConfig, ShapesWorld, WorldConfig
+    from iclr25.common.data.shapes_world.vocab import STYLES
+
+    p = cfg.distractor_p if distractor_p is None else distractor_p
+    wc = WorldConfig(
+        image_size=cfg.image_size,
+        shapes=TASK_SHAPES,
+        colors=TASK_COLORS,
+        styles=tuple(styles or STYLES),
+        distractor=DistractorConfig(p=p),
+    )
+    return ShapesWorld(wc, seed=cfg.seed)
+
+
+def multi_positive_clip_loss(
+    img: torch.Tensor, txt: torch.Tensor, pos: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
+    """Symmetric CLIP loss where a caption may match several images (its words fit each of them).
+
+    Each row's target spreads uniformly over its positives: image i -> every caption consistent with
+    it, caption j -> every image it describes (the standard InfoNCE when ``pos`` is the identity).
+
+    Shape:
+        img (B, D), txt (B, D) normalised; pos (B, B) bool, pos[i, j] = caption j fits image i.
+    """
+    logits = scale * img @ txt.T  # (B, B)
+    target = pos.float()
+    i2t = -(target / target.sum(1, keepdim=True) * logits.log_softmax(1)).sum(1).mean()
+    t2i = -(target / target.sum(0, keepdim=True) * logits.log_softmax(0)).sum(0).mean()
+    return (i2t + t2i) / 2
+
+
+def _captions(attrs: list[Any], rng: np.random.Generator, p_drop: float) -> tuple[list[str], np.ndarray]:
+    """Captions "a [style] [colour] shape" with the style and colour words dropped at random, and
+    the (style or None, colour or None, shape) that each caption mentions."""
+    from iclr25.common.data.shapes_world.vocab import STYLE_WORDS
+
+    texts, said = [], []
+    for a in attrs:
+        style = STYLE_WORDS[a.style] if rng.random() >= p_drop else None
+        color = a.color if rng.random() >= p_drop else None
+        texts.append(" ".join(w for w in ("a", style, color, a.shape) if w))
+        said.append((style, color, a.shape))
+    return texts, np.array(said, dtype=object)
+
+
+def train_teacher(cfg: TeacherConfig, *, progress: ProgressFn = no_progress) -> CLIPTeacher:
+    """Train a tiny CLIP contrastively on shapes-world images with style-bearing captions.
+
+    Captions say "a striped red star" with the style and colour words each dropped with
+    probability ``p_drop`` (so "a star" and "a striped star" are in-distribution prompts); a caption
+    is a positive of every image of the batch it describes. Deterministic given ``cfg.seed``.
+    """
+    from iclr25.common.data.shapes_world.vocab import STYLE_WORDS
+
+    with torch.random.fork_rng():  # open_clip initialises from the global RNG; leave it untouched
+        torch.manual_seed(cfg.seed)
+        model = build_tiny_clip(cfg)
+    tok = tokenizer_for(cfg)
+    world = teacher_world(cfg)
+    X = np.empty((cfg.n_images, cfg.image_size, cfg.image_size, 3), dtype=np.uint8)
+    attrs = []
+    for i in range(cfg.n_images):
+        X[i], _, a = world.single_object(i, split="train")
+        attrs.append(a)
+        if i % 500 == 0:
+            progress("teacher data", i, cfg.n_images)
+    images = torch.from_numpy(X).permute(0, 3, 1, 2).float() / 255.0  # (N, 3, H, W)
+    teacher = CLIPTeacher(model, tok)
+    model.train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    rng = np.random.default_rng(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    steps_per_epoch = cfg.n_images // cfg.batch_size
+    total = cfg.epochs * steps_per_epoch
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=0.1)
+    step = 0
+    for _ in range(cfg.epochs):
+        order = torch.randperm(cfg.n_images, generator=gen)
+        for b in range(steps_per_epoch):
+            idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+            batch_attrs = [attrs[int(i)] for i in idx]
+            texts, said = _captions(batch_attrs, rng, cfg.p_drop)
+            img_style = np.array([STYLE_WORDS[a.style] for a in batch_attrs], dtype=object)
+            img_color = np.array([a.color for a in batch_attrs], dtype=object)
+            img_shape = np.array([a.shape for a in batch_attrs], dtype=object)
+            pos = (
+                (img_shape[:, None] == said[None, :, 2])
+                & ((said[None, :, 0] == None) | (img_style[:, None] == said[None, :, 0]))  # noqa: E711
+                & ((said[None, :, 1] == None) | (img_color[:, None] == said[None, :, 1]))  # noqa: E711
+            )  # (B, B): caption j fits image i
+            v = F.normalize(model.encode_image((images[idx] - teacher.mean) / teacher.std), dim=-1)
+            t = F.normalize(model.encode_text(tok(texts)), dim=-1)
+            loss = multi_positive_clip_loss(
+                v, t, torch.from_numpy(pos.astype(bool)), model.logit_scale.exp().clamp(max=100)
+            )
+            last_loss = float(loss.detach())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            if step % 20 == 0:
+                progress(f"teacher {cfg.arch} loss {last_loss:.3f}", step, total)
+    return teacher.freeze()
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/iclr25/clip_dfkd`` or ``~/.cache/iclr25/clip_dfkd``."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "iclr25" / "clip_dfkd"
+
+
+def _cache_key(cfg: TeacherConfig) -> str:
+    import open_clip
+
+    from iclr25.common.data.shapes_world import GENERATOR_VERSION
+
+    blob = json.dumps(
+        {
+            "cfg": asdict(cfg),
+            "world": GENERATOR_VERSION,
+            "open_clip": open_clip.__version__,
+            "torch": torch.__version__.split("+")[0],
+            "v": 1,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load_or_train_teacher(
+    cfg: TeacherConfig, *, cache_dir: Path | None = None, progress: ProgressFn = no_progress
+) -> CLIPTeacher:
+    """The tiny teacher of ``cfg``: loaded from ``cache_dir`` (keyed by a hash of the config, the
+    world's generator version and the library versions) or trained and saved there."""
+    from safetensors.torch import load_file, save_file
+
+    path = (cache_dir or default_cache_dir()) / f"teacher-{cfg.arch}-{_cache_key(cfg)}.safetensors"
+    if path.exists():
+        model = build_tiny_clip(cfg)
+        model.load_state_dict(load_file(str(path)))
+        return CLIPTeacher(model, tokenizer_for(cfg))
+    teacher = train_teacher(cfg, progress=progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    save_file({k: v.contiguous() for k, v in teacher.model.state_dict().items()}, str(tmp))
+    os.replace(tmp, path)
+    return teacher
+
+
+def load_open_clip_teacher(model_name: str, checkpoint: str | os.PathLike[str]) -> CLIPTeacher:
+    """A paper-scale teacher (e.g. ``"ViT-B-32"`` or ``"RN50"``) from a local open_clip checkpoint.
+
+    Nothing is downloaded: the path must exist, and the OpenAI-style models use open_clip's
+    bundled BPE tokenizer. Inputs are normalised with the OpenAI CLIP mean and std.
+
+    Raises:
+        FileNotFoundError: the checkpoint path does not exist.
+    """
+    import open_clip
+
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise FileNotFoundError(f"no open_clip checkpoint at {path}")
+    model = open_clip.create_model(model_name, pretrained=str(path))
+    mean = getattr(model.visual, "image_mean", None) or open_clip.OPENAI_DATASET_MEAN
+    std = getattr(model.visual, "image_std", None) or open_clip.OPENAI_DATASET_STD
+    return CLIPTeacher(model, open_clip.get_tokenizer(model_name), mean=mean, std=std)
