@@ -6,6 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from fake_claim import CLAIM
 from iclr25._core.claims import judge
 from iclr25._core.report import (
@@ -94,6 +96,25 @@ def test_results_are_marked_stale_when_the_code_changes(tmp_path: Path) -> None:
     (root / "src/iclr25/_core/x.py").write_text("x = 1\n")  # back as it was: the mark goes
     update_readmes(report, root)
     assert "Stale" not in (root / "src/iclr25/methods/fake/README.md").read_text()
+
+
+def test_a_method_never_run_keeps_an_empty_results_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iclr25._core import registry
+
+    root = _repo(tmp_path)
+    unrun = root / "src/iclr25/methods/unrun/README.md"
+    unrun.parent.mkdir()
+    rs, re_ = RESULTS_MARKERS
+    unrun.write_text(f"## Results\n{rs}\n{re_}\n")
+    table = {"unrun": registry.Entry("unrun", "x:CLAIM", "A paper", "a claim")}
+    monkeypatch.setattr(registry, "REGISTRY", table)
+    report = _report_at(tmp_path, root)
+    update_readmes(report, root)
+    first = unrun.read_text()
+    update_readmes(report, root)
+    assert unrun.read_text() == first and "Stale" not in first
 
 
 def test_only_the_common_modules_a_method_imports_make_it_stale(tmp_path: Path) -> None:

@@ -729,8 +729,13 @@ def _results_body(r: dict[str, Any], date: str, sha: str, path: Path) -> str:
 
 
 def _mark_results(body: str, repo_root: Path, name: str) -> str:
-    """A Results block with its stale line set from the commit it names (added or removed)."""
-    body = re.sub(r"^> \*\*Stale:\*\*.*\n\n", "", body.lstrip("\n"), flags=re.M)
+    """A Results block with its stale line set from the commit it names (added or removed).
+
+    A block that holds no result yet (the method was never run) stays empty.
+    """
+    body = re.sub(r"^> \*\*Stale:\*\*.*(\n+|$)", "", body.lstrip("\n"), flags=re.M)
+    if not body.strip():
+        return body
     m = re.search(r"commit `([0-9a-f]+)`", body)
     note = _stale_note(repo_root, name, m.group(1) if m else None)
     if not note:
