@@ -41,7 +41,7 @@ class TeacherConfig:
     """A tiny CLIP-style teacher (open_clip ``CLIP`` with ``pretrained=None``) and its training.
 
     Example:
-        >>> TeacherConfig(arch="resnet").distractor_p
+        >>> TeacherConfig.tiny("resnet").distractor_p
         0.8
     """
 

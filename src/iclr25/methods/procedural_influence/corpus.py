@@ -484,7 +484,7 @@ def make_corpus(cfg: object, seed: int) -> Corpus:
         >>> c = make_corpus(CorpusConfig(n_arithmetic=20, n_slope=20, n_linear=5, n_facts=5,
         ...                              n_filler=5, n_procedures=4, holdout_problems=5), seed=0)
         >>> len(c), sorted(set(c.labels("kind")))
-        (77, ['fact', 'filler', 'procedure', 'worked'])
+        (87, ['fact', 'filler', 'procedure', 'worked'])
     """
     rng = np.random.default_rng([seed, 28])
     docs: list[Document] = []
