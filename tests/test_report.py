@@ -131,6 +131,7 @@ def test_only_the_common_modules_a_method_imports_make_it_stale(tmp_path: Path) 
     (common / "data" / "world" / "__init__.py").write_text("from .draw import z\n")
     (common / "other.py").write_text("w = 1\n")
     (root / "src" / "iclr25" / "_core" / "report.py").write_text("# renderer\n")
+    (root / "src" / "iclr25" / "_core" / "media.py").write_text("# pictures and sounds\n")
     method = root / "src" / "iclr25" / "methods" / "fake" / "core.py"
     method.write_text("from iclr25.common.data.world import z\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
@@ -143,6 +144,7 @@ def test_only_the_common_modules_a_method_imports_make_it_stale(tmp_path: Path) 
     (common / "data" / "world" / "draw.py").write_text("z = 2\n")  # one it imports through a package
     assert stale_files(root, "fake", _sha(root)) == ["src/iclr25/common/data/world/draw.py"]
     (root / "src" / "iclr25" / "_core" / "report.py").write_text("# renderer, edited\n")  # changes no numbers
+    (root / "src" / "iclr25" / "_core" / "media.py").write_text("# pictures, edited\n")  # nor does this
     assert stale_files(root, "fake", _sha(root)) == ["src/iclr25/common/data/world/draw.py"]
 
 

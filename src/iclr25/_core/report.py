@@ -72,6 +72,7 @@ def claim_record(run: ClaimRun) -> dict[str, Any]:
                 "seconds": s.seconds,
                 "metrics": s.result.metrics if s.result else None,
                 "series": {k: dataclasses.asdict(v) for k, v in s.result.series.items()} if s.result else {},
+                "media": {k: v.to_record() for k, v in getattr(s.result, "media", {}).items()},
                 "notes": s.result.notes if s.result else [],
                 "error": s.error,
             }
@@ -303,13 +304,72 @@ def render_figures(record: dict[str, Any], fig_dir: Path) -> list[tuple[str, Pat
     return out
 
 
+def render_media(record: dict[str, Any], fig_dir: Path) -> list[tuple[str, Path, str]]:
+    """Write a claim's media (:mod:`iclr25._core.media`); return (title, path, key) per file.
+
+    Pictures, animations and sounds come from the first seed that has them; a heatmap is the
+    elementwise median over the seeds whose matrix has the first one's shape.
+    """
+    from iclr25._core.media import decode
+
+    seeds = [s for s in record["seeds"] if s.get("media")]
+    if not seeds:
+        return []
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for key, first in seeds[0]["media"].items():
+        stem = fig_dir / f"{record['name']}-{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}"
+        if first["kind"] == "heatmap":
+            runs = [s["media"][key]["values"] for s in seeds if key in s["media"]]
+            path = _draw_heatmap(first, [r for r in runs if _shape(r) == _shape(first["values"])], stem)
+        else:
+            path = stem.with_suffix({"picture": ".png", "animation": ".gif", "sound": ".wav"}[first["kind"]])
+            path.write_bytes(decode(first))
+        out.append((first["title"], path, key))
+    return out
+
+
+def _shape(matrix: list[list[float]]) -> tuple[int, int]:
+    return len(matrix), len(matrix[0]) if matrix else 0
+
+
+def _draw_heatmap(item: dict[str, Any], runs: list[list[list[float]]], stem: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, cols = _shape(item["values"])
+    values = [[statistics.median(run[i][j] for run in runs) for j in range(cols)] for i in range(rows)]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=110)
+    image = ax.imshow(values, origin=item["origin"], aspect="auto", cmap="viridis", interpolation="nearest")
+    fig.colorbar(image, ax=ax)
+    if item["xticks"]:
+        ax.set_xticks(range(cols), item["xticks"], rotation=45, ha="right", fontsize=8)
+    if item["yticks"]:
+        ax.set_yticks(range(rows), item["yticks"], fontsize=8)
+    if rows * cols <= 64:  # a small table: write the numbers in the cells
+        for i in range(rows):
+            for j in range(cols):
+                ax.text(j, i, _fmt(values[i][j]), ha="center", va="center", fontsize=7, color="w")
+    title = item["title"] + (f" (median of {len(runs)} seeds)" if len(runs) > 1 else "")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(item["xlabel"])
+    ax.set_ylabel(item["ylabel"])
+    fig.tight_layout()
+    path = stem.with_suffix(".png")
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 # --------------------------------------------------------------------------- documents
 # A report is a list of blocks rendered twice: to Markdown and to self-contained HTML.
 
 
 @dataclasses.dataclass
 class _Block:
-    kind: str  # "h1" | "h2" | "h3" | "p" | "table" | "img" | "code" | "list"
+    kind: str  # "h1" | "h2" | "h3" | "p" | "table" | "img" | "audio" | "code" | "list"
     text: str = ""
     rows: Sequence[Sequence[str]] = ()
     path: Path | None = None
@@ -435,7 +495,7 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> li
     headline = [f for f in figures if f[2] == key][:1]
     rest = [f for f in figures if f not in headline]
     for title, path, _ in headline:
-        blocks.append(_Block("img", title, path=path))
+        blocks.append(_Block("audio" if path.suffix == ".wav" else "img", title, path=path))
     if r["outcomes"]:
         blocks += [_Block("h3", "Criteria"), _Block("table", rows=_criteria_rows(r))]
         papers = [[o["name"], o["paper"]] for o in r["outcomes"] if o.get("paper")]
@@ -459,7 +519,7 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> li
     if r["overrides"]:
         blocks.append(_Block("p", "Overrides: " + ", ".join(f"`{k}={v}`" for k, v in r["overrides"].items())))
     for title, path, _ in rest:
-        blocks.append(_Block("img", title, path=path))
+        blocks.append(_Block("audio" if path.suffix == ".wav" else "img", title, path=path))
     notes = [f"seed {s['seed']}: {n}" for s in r["seeds"] for n in s["notes"]]
     if notes:
         blocks += [_Block("h3", "Notes"), _Block("list", rows=[[n] for n in notes])]
@@ -482,6 +542,8 @@ def _to_markdown(blocks: Sequence[_Block], root: Path) -> str:
             out.append("```\n" + b.text.rstrip() + "\n```")
         elif b.kind == "img" and b.path is not None:
             out.append(f"![{b.text}]({b.path.relative_to(root).as_posix()})")
+        elif b.kind == "audio" and b.path is not None:
+            out.append(f"Audio: [{b.text}]({b.path.relative_to(root).as_posix()})")
         elif b.kind == "table":
             head, *body = b.rows
             lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -516,8 +578,15 @@ def _to_html(blocks: Sequence[_Block], title: str) -> str:
             out.append(f"<pre>{html.escape(b.text)}</pre>")
         elif b.kind == "img" and b.path is not None:
             data = base64.b64encode(b.path.read_bytes()).decode()
+            mime = "image/gif" if b.path.suffix == ".gif" else "image/png"
             out.append(
-                f"<figure><img alt='{html.escape(b.text)}' src='data:image/png;base64,{data}'>"
+                f"<figure><img alt='{html.escape(b.text)}' src='data:{mime};base64,{data}'>"
+                f"<figcaption>{html.escape(b.text)}</figcaption></figure>"
+            )
+        elif b.kind == "audio" and b.path is not None:
+            data = base64.b64encode(b.path.read_bytes()).decode()
+            out.append(
+                f"<figure><audio controls src='data:audio/wav;base64,{data}'></audio>"
                 f"<figcaption>{html.escape(b.text)}</figcaption></figure>"
             )
         elif b.kind == "table":
@@ -565,7 +634,8 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
     else:
         blocks += [_Block("h2", "Summary"), _Block("table", rows=summary_rows(records))]
     for r in records:
-        blocks += _claim_blocks(r, render_figures(r, out_dir / "figures"))
+        fig_dir = out_dir / "figures"
+        blocks += _claim_blocks(r, render_figures(r, fig_dir) + render_media(r, fig_dir))
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
     md_path.write_text(_to_markdown(blocks, out_dir))
     html_path.write_text(_to_html(blocks, f"iclr25 report {out_dir.name}"))
@@ -665,9 +735,10 @@ def stale_files(repo_root: Path, name: str, sha: str | None) -> list[str] | None
     """Files of a method's code, ``_core/`` or the ``common/`` modules it uses changed since ``sha``.
 
     Left out: the method's README (its Results table is what gets regenerated), the registry
-    (names and expected times) and the report renderer, none of which changes a claim's numbers,
-    and ``common/`` modules the method does not import (:func:`common_dependencies`). ``None``
-    when that cannot be told (no commit recorded, or no git).
+    (names and expected times), the report renderer and the media it encodes, none of which
+    changes a claim's numbers, and ``common/`` modules the method does not import
+    (:func:`common_dependencies`). ``None`` when that cannot be told (no commit recorded, or no
+    git).
     """
     if not sha:
         return None
@@ -676,7 +747,12 @@ def stale_files(repo_root: Path, name: str, sha: str | None) -> list[str] | None
         sha,
         [f"{base}/methods/{name}", f"{base}/_core", *common_dependencies(repo_root, name)],
         repo_root,
-        exclude=[f"{base}/methods/{name}/README.md", f"{base}/_core/registry.py", f"{base}/_core/report.py"],
+        exclude=[
+            f"{base}/methods/{name}/README.md",
+            f"{base}/_core/registry.py",
+            f"{base}/_core/report.py",
+            f"{base}/_core/media.py",
+        ],
     )
 
 
