@@ -334,13 +334,18 @@ def _shape(matrix: list[list[float]]) -> tuple[int, int]:
 
 
 def _draw_heatmap(item: dict[str, Any], runs: list[list[list[float]]], stem: Path) -> Path:
+    import warnings
+
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows, cols = _shape(item["values"])
-    values = [[statistics.median(run[i][j] for run in runs) for j in range(cols)] for i in range(rows)]
+    with warnings.catch_warnings():  # a cell that is NaN in every seed stays NaN (drawn blank)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        values = np.nanmedian(np.asarray(runs, dtype=float), axis=0).tolist()
     fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=110)
     image = ax.imshow(values, origin=item["origin"], aspect="auto", cmap="viridis", interpolation="nearest")
     fig.colorbar(image, ax=ax)
@@ -348,10 +353,19 @@ def _draw_heatmap(item: dict[str, Any], runs: list[list[list[float]]], stem: Pat
         ax.set_xticks(range(cols), item["xticks"], rotation=45, ha="right", fontsize=8)
     if item["yticks"]:
         ax.set_yticks(range(rows), item["yticks"], fontsize=8)
-    if rows * cols <= 64:  # a small table: write the numbers in the cells
+    if rows * cols <= 64:  # a small table: write the numbers in the cells, dark on light colours
         for i in range(rows):
             for j in range(cols):
-                ax.text(j, i, _fmt(values[i][j]), ha="center", va="center", fontsize=7, color="w")
+                light = image.norm(values[i][j]) > 0.6
+                ax.text(
+                    j,
+                    i,
+                    _fmt(values[i][j]),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="k" if light else "w",
+                )
     title = item["title"] + (f" (median of {len(runs)} seeds)" if len(runs) > 1 else "")
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(item["xlabel"])

@@ -31,6 +31,11 @@ def test_smoke_runs_every_arm(smoke_runs) -> None:
     assert {"oracle_delta"} <= set(m["random"]) and m["flipped"]["oracle_removed"] > 0
     assert 0.0 <= m["world"]["reasoning_number_nats_share"] <= 1.0
     assert {"correlations", "topk_shares", "training"} <= set(a.series)
+    blocks, matrix = a.media["correlation_blocks"], a.media["correlation_matrix"]
+    assert blocks.xticks[0] == "factual" and len(blocks.values) == len(blocks.yticks) == len(blocks.xticks)
+    n = len(matrix.values)
+    assert all(len(row) == n for row in matrix.values)
+    assert all(abs(matrix.values[i][i] - 1.0) < 1e-9 for i in range(n))  # every query with itself
     j = judge(CLAIM, "smoke", [a])
     assert j.reason == "smoke: report-only" and len(j.outcomes) == len(CLAIM.criteria)
 
