@@ -38,6 +38,7 @@ from iclr25._core.claims import (
     value,
 )
 from iclr25._core.config import param
+from iclr25._core.media import MediaResult, Picture, image_grid
 from iclr25.methods.clip_dfkd import (
     DEFAULT_STYLES,
     TASK_SHAPES,
@@ -258,7 +259,8 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     # teacher's data removed) as there are synthetic images
     per = max(1, n_syn // len(DEFAULT_STYLES))
     xr, yr, sr = _real(cfg, "train", _TEST_STYLES[:-1], per, start=100_000 + seed * per * 10)
-    student_arm("real_kd", "bn", SyntheticSet(xr, yr, sr, DEFAULT_STYLES), meta=False)
+    real = SyntheticSet(xr, yr, sr, DEFAULT_STYLES)
+    student_arm("real_kd", "bn", real, meta=False)
     best = max(("match", "ce_only", "deepinv"), key=lambda a: m[a]["acc"])
     m["best_baseline"] = {key: m[best][key] for key in ("acc", "acc_seen", "acc_heldout")}
     notes.append(f"best baseline this seed: {best}")
@@ -309,7 +311,43 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
             lines={a: curves[a] for a in order if a in curves},
         ),
     }
-    return RunResult(metrics=m, series=series, notes=notes)
+    return MediaResult(
+        metrics=m, series=series, notes=notes, media=_grids({**synthetic, "real_kd": real}, classes)
+    )
+
+
+#: Images per class in the report's grids.
+_GRID_PER_CLASS = 6
+
+
+def _grids(sets: dict[str, SyntheticSet], classes: tuple[str, ...]) -> dict[str, Picture]:
+    """One picture per image set: a row per class (in ``classes`` order), its first images, 2x upscaled."""
+    out = {}
+    for arm, s in sets.items():
+        rows = []
+        for c in range(len(classes)):
+            imgs = s.images[s.labels == c][:_GRID_PER_CLASS]
+            rows += [_to_uint8(im) for im in imgs] + [_blank(s.images)] * (_GRID_PER_CLASS - len(imgs))
+        what = (
+            "real training renders (the oracle's data)"
+            if arm == "real_kd"
+            else f"synthetic images of `{arm}`"
+        )
+        out[f"grid_{arm}"] = Picture(
+            f"{what}; rows: " + ", ".join(classes),
+            image_grid(rows, ncols=_GRID_PER_CLASS),
+        )
+    return out
+
+
+def _to_uint8(image: torch.Tensor) -> np.ndarray:
+    """(3, H, W) in [0, 1] -> (2H, 2W, 3) uint8, nearest-neighbour upscaled."""
+    arr = (image.detach().clamp(0, 1).permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+    return arr.repeat(2, axis=0).repeat(2, axis=1)
+
+
+def _blank(images: torch.Tensor) -> np.ndarray:
+    return np.full((2 * images.shape[2], 2 * images.shape[3], 3), 255, dtype=np.uint8)
 
 
 _CRITERIA = (
