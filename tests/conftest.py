@@ -65,7 +65,14 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch):
 
     table = dict(registry.REGISTRY)
     table["fake"] = registry.Entry(
-        "fake", "fake_claim:CLAIM", "A fake paper", "fake claim", smoke_s=0.1, full_s=0.1, long_s=0.3
+        "fake",
+        "fake_claim:CLAIM",
+        "A fake paper",
+        "fake claim",
+        smoke_s=0.1,
+        full_s=0.1,
+        long_s=0.3,
+        demo="fake_claim:demo",
     )
     table["fake_broken"] = registry.Entry(
         "fake_broken", "fake_claim:BROKEN", "A fake paper", "always raises", smoke_s=0.1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -109,3 +110,12 @@ INTERRUPTED = Claim(
     run_fn=_interrupt,
     headline="gain",
 )
+
+
+def demo(out_dir: Path, *, input: Path | None = None, seed: int = 0) -> list[Path]:
+    """Write one text file: the seed, and the size of the input file if one is given."""
+    if input is not None and input.suffix != ".txt":
+        raise ValueError(f"expected a .txt file, got {input.name!r}")
+    path = out_dir / "fake-demo.txt"
+    path.write_text(f"seed {seed}, input {input.stat().st_size if input else 'none'}\n")
+    return [path]

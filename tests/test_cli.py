@@ -205,3 +205,32 @@ def test_a_fresh_run_into_a_used_folder_runs_again(fake_registry: dict, tmp_path
     result = _invoke("check", "fake", "--set", "effect=0.0", "--out", str(tmp_path))
     assert "kept fake" not in result.output
     assert json.loads((tmp_path / "fake.json").read_text())["verdict"] == "NOT_SUPPORTED"
+
+
+def test_demo_writes_its_files_and_takes_an_input(fake_registry: dict, tmp_path: Path) -> None:
+    result = _invoke("demo", "fake", "--out", str(tmp_path / "d"), "--seed", "3")
+    assert result.exit_code == 0 and "fake-demo.txt" in result.output
+    assert (tmp_path / "d" / "fake-demo.txt").read_text() == "seed 3, input none\n"
+    given = tmp_path / "mine.txt"
+    given.write_text("hello")
+    assert _invoke("demo", "fake", str(given), "--out", str(tmp_path / "d")).exit_code == 0
+    assert (tmp_path / "d" / "fake-demo.txt").read_text() == "seed 0, input 5\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fake_broken"], "has no demo; methods with one: fake"),
+        (["nosuch"], "nosuch"),
+        (["fake", "missing.txt"], "does not exist"),
+        (["fake", "__WAV__"], "expected a .txt file"),
+    ],
+)
+def test_demo_bad_input_is_one_error_line(
+    fake_registry: dict, tmp_path: Path, args: list, message: str
+) -> None:
+    wav = tmp_path / "x.wav"
+    wav.write_bytes(b"RIFF")
+    args = [str(wav) if a == "__WAV__" else a for a in args]
+    result = _invoke("demo", *args, "--out", str(tmp_path / "d"))
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output

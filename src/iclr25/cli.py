@@ -1,4 +1,4 @@
-"""The ``iclr25`` command line: list · describe · check · report.
+"""The ``iclr25`` command line: list · describe · check · report · demo.
 
 Bad input (unknown method, bad ``--set``, bad budget, unwritable ``--out``, missing extra)
 gets one ``error:`` line on stderr and exit code 2, never a traceback.
@@ -15,7 +15,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from iclr25._core.registry import REGISTRY, MissingExtraError, UnknownMethodError, get_entry, load_claim
+from iclr25._core.registry import (
+    REGISTRY,
+    MissingExtraError,
+    UnknownMethodError,
+    get_entry,
+    load_claim,
+    load_demo,
+)
 
 __all__ = ["app", "main"]
 
@@ -413,6 +420,35 @@ def report(
                 _out.print(f"updated {path.relative_to(root)}", highlight=False)
         except ValueError as err:
             raise _fail(str(err)) from None
+
+
+@app.command()
+def demo(
+    name: Annotated[str, typer.Argument(help="method name (see `iclr25 list`; the extra column)")],
+    input: Annotated[
+        Path | None,
+        typer.Argument(help="an input file of your own (e.g. a WAV file), where the demo takes one"),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder for the demo's files")] = Path("demo"),
+    seed: Annotated[int, typer.Option("--seed", help="seed of the generated data and tiny models")] = 0,
+) -> None:
+    """Run a method's demo on generated data (or on your INPUT file) and write its files to --out."""
+    try:
+        fn = load_demo(name)
+    except (UnknownMethodError, MissingExtraError, ValueError) as err:
+        raise _fail(str(err)) from None
+    if input is not None and not input.is_file():
+        raise _fail(f"input file {str(input)!r} does not exist")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _fail(f"cannot write to --out {str(out)!r}: {err.strerror}") from None
+    try:
+        written = fn(out, input=input, seed=seed)
+    except (ValueError, FileNotFoundError) as err:  # bad input or a missing program, named by the demo
+        raise _fail(f"demo {name}: {err}") from None
+    for path in written:
+        _out.print(f"wrote {path}", highlight=False)
 
 
 def main() -> None:

@@ -8,8 +8,10 @@ paper title and budgets agree with the claim object.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from iclr25._core.claims import Claim
@@ -21,6 +23,7 @@ __all__ = [
     "UnknownMethodError",
     "get_entry",
     "load_claim",
+    "load_demo",
     "make_check_seconds",
     "require",
 ]
@@ -40,6 +43,9 @@ class Entry:
         full_s: expected seconds for one full seed.
         full_seeds: seeds of the full budget (at least 3; all of them within 15 min).
         long_s: expected seconds of the whole ``long`` budget, or 0 when the claim has none.
+        demo: "module:function" of the method's demo, or "" when it has none. The function is
+            called as ``fn(out_dir, input=path_or_None, seed=int)``, writes its files under
+            ``out_dir`` and returns their paths (``iclr25 demo NAME``).
     """
 
     name: str
@@ -51,6 +57,7 @@ class Entry:
     full_s: float = 300.0
     full_seeds: int = 3
     long_s: float = 0.0
+    demo: str = ""
 
     @property
     def full_total_s(self) -> float:
@@ -290,7 +297,27 @@ def load_claim(name: str) -> Claim:
         MissingExtraError: the method's optional dependencies are not installed.
     """
     entry = get_entry(name)
-    module_name, attr = entry.target.split(":")
+    return _import(entry, entry.target)
+
+
+def load_demo(name: str) -> Callable[..., list[Path]]:
+    """Import and return the demo function of a registered method.
+
+    Raises:
+        UnknownMethodError: ``name`` is not registered.
+        ValueError: the method has no demo.
+        MissingExtraError: the method's optional dependencies are not installed.
+    """
+    entry = get_entry(name)
+    if not entry.demo:
+        with_demo = sorted(e.name for e in REGISTRY.values() if e.demo)
+        raise ValueError(f"method {name!r} has no demo; methods with one: {', '.join(with_demo) or 'none'}")
+    return _import(entry, entry.demo)
+
+
+def _import(entry: Entry, target: str) -> Any:
+    """The attribute ``target`` ("module:ATTRIBUTE") names, a missing dependency named by its extra."""
+    module_name, attr = target.split(":")
     try:
         module = importlib.import_module(module_name)
     except MissingExtraError:
@@ -299,7 +326,7 @@ def load_claim(name: str) -> Claim:
         if err.name and not err.name.startswith("iclr25"):
             extra = entry.extra or "all"
             raise MissingExtraError(
-                f"method {name!r} needs {err.name!r}; install the extra: pip install 'iclr25[{extra}]'"
+                f"method {entry.name!r} needs {err.name!r}; install the extra: pip install 'iclr25[{extra}]'"
             ) from err
         raise
     return getattr(module, attr)
