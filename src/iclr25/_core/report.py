@@ -334,6 +334,7 @@ def _shape(matrix: list[list[float]]) -> tuple[int, int]:
 
 
 def _draw_heatmap(item: dict[str, Any], runs: list[list[list[float]]], stem: Path) -> Path:
+    import textwrap
     import warnings
 
     import matplotlib
@@ -353,21 +354,13 @@ def _draw_heatmap(item: dict[str, Any], runs: list[list[list[float]]], stem: Pat
         ax.set_xticks(range(cols), item["xticks"], rotation=45, ha="right", fontsize=8)
     if item["yticks"]:
         ax.set_yticks(range(rows), item["yticks"], fontsize=8)
-    if rows * cols <= 64:  # a small table: write the numbers in the cells, dark on light colours
+    if rows * cols <= 64:  # a small table: two decimals in the cells, dark on light colours
         for i in range(rows):
             for j in range(cols):
-                light = image.norm(values[i][j]) > 0.6
-                ax.text(
-                    j,
-                    i,
-                    _fmt(values[i][j]),
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="k" if light else "w",
-                )
+                colour = "k" if image.norm(values[i][j]) > 0.6 else "w"
+                ax.text(j, i, f"{values[i][j]:.2f}", ha="center", va="center", fontsize=7, color=colour)
     title = item["title"] + (f" (median of {len(runs)} seeds)" if len(runs) > 1 else "")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(textwrap.fill(title, 70), fontsize=9)
     ax.set_xlabel(item["xlabel"])
     ax.set_ylabel(item["ylabel"])
     fig.tight_layout()
