@@ -33,6 +33,7 @@ from iclr25._core.claims import (
     ratio,
     value,
 )
+from iclr25._core.media import MediaResult, Picture, image_grid
 from iclr25.methods.bigr import (
     BiGR,
     BiGRConfig,
@@ -210,6 +211,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     p_tr, p_va, p_te = (_encode_probs(ae, x) for x in (Xtr, Xva, Xte))
     grid = _grid(cfg)
     rec_te = _decode(ae, (p_te > 0.5).float(), grid)
+    shown = {"real test images": (Xte, yte), "tokenizer reconstructions": (rec_te, yte)}
     m["oracle"]["recon_l1"] = float((rec_te - Xte).abs().mean())
     m["oracle"]["bit_entropy"] = float(
         -(p_tr * p_tr.clamp_min(1e-6).log() + (1 - p_tr) * (1 - p_tr).clamp_min(1e-6).log()).mean()
@@ -299,13 +301,17 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         out = generate(models[src], labels, num_iter=cfg.num_iter, **common, **kw)  # type: ignore[arg-type]
         m[arm]["sample_s"] = time.perf_counter() - t0
         m[arm]["passes"] = float(out.passes)
-        m[arm].update(_quality(ev, real_ref, _decode(ae, out.bits, grid), labels, floor))
+        fake = _decode(ae, out.bits, grid)
+        shown[f"{arm} samples"] = (fake, labels)
+        m[arm].update(_quality(ev, real_ref, fake, labels, floor))
     progress("sampling", len(runs), len(runs) + 1)
     t0 = time.perf_counter()
     ar_bits, ar_passes = models["ar"].generate(labels, cfg_scale=cfg.cfg_scale, generator=gen)  # type: ignore[operator]
     m["ar"]["sample_s"] = time.perf_counter() - t0
     m["ar"]["passes"] = float(ar_passes)
-    m["ar"].update(_quality(ev, real_ref, _decode(ae, ar_bits, grid), labels, floor))
+    fake = _decode(ae, ar_bits, grid)
+    shown["ar samples"] = (fake, labels)
+    m["ar"].update(_quality(ev, real_ref, fake, labels, floor))
 
     # quality against steps (confidence vs random order at each S)
     sweep: dict[str, list[float]] = {"confidence": [], "random": []}
@@ -347,7 +353,34 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         f"FID proxy on {n_s} samples vs {len(real_ref)} test images"
     )
     m["bigr"]["total_s"] = time.perf_counter() - t_start
-    return RunResult(metrics={a: v for a, v in m.items() if v}, series=series, notes=notes)
+    return MediaResult(
+        metrics={a: v for a, v in m.items() if v},
+        series=series,
+        notes=notes,
+        media={"samples": _sample_grid(shown, n_cls, per_class=2 if n_cls <= 8 else 1)},
+    )
+
+
+def _sample_grid(
+    rows: dict[str, tuple[torch.Tensor, torch.Tensor]], n_cls: int, per_class: int = 2
+) -> Picture:
+    """A row per source (real, reconstructions, each sampler), ``per_class`` images of each class in turn.
+
+    Images are (N, C, H, W) in [-1, 1]; a class with too few images leaves its cells blank.
+    """
+    tiles = []
+    for images, labels in rows.values():
+        arr = ((images.detach().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
+        blank = np.full_like(arr[0], 255)
+        for c in range(n_cls):
+            idx = torch.nonzero(labels == c).flatten()[:per_class].tolist()
+            tiles += [arr[i] for i in idx] + [blank] * (per_class - len(idx))
+    scale = max(1, 48 // tiles[0].shape[0])  # small images are upscaled for the report
+    tiles = [t.repeat(scale, axis=0).repeat(scale, axis=1) for t in tiles]
+    return Picture(
+        f"rows: {', '.join(rows)}; columns: {per_class} images of each class in turn",
+        image_grid(tiles, ncols=n_cls * per_class),
+    )
 
 
 def _digits_line(cfg: ClaimConfig, seed: int, gen: torch.Generator, m: dict[str, dict[str, float]]) -> None:
