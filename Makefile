@@ -20,7 +20,12 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1
 	$(BIN)/python -m pip install -q -e '.[all,dev]'
-	@if command -v apt-get >/dev/null 2>&1; then :; else echo "apt-get not found: no method needs system packages yet"; fi
+	@# gense synthesises its speech with espeak-ng (a Debian package); without it, its tests skip
+	@if command -v espeak-ng >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		(apt-get install -y -q espeak-ng || (apt-get update -q && apt-get install -y -q espeak-ng)) >/dev/null 2>&1 \
+			|| echo "apt-get could not install espeak-ng: gense's speech tests will skip"; \
+	else echo "espeak-ng not found (Debian: sudo apt-get install espeak-ng): gense's speech tests will skip"; fi
 	@touch $(STAMP)
 
 # Resumes the newest unfinished run of this budget (same commit) unless FRESH=1; METHODS="pal ftct" selects.

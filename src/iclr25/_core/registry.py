@@ -234,6 +234,27 @@ REGISTRY: dict[str, Entry] = {
             smoke_s=15.0,
             full_s=240.0,
         ),
+        Entry(
+            name="rmp_sam",
+            target="iclr25.methods.rmp_sam.claim:CLAIM",
+            paper="RMP-SAM: Towards Real-Time Multi-Purpose Segment Anything",
+            claim="one dynamic-conv model: panoptic, video instances and clicks, with a cheap decoder",
+            extra="rmp_sam",
+            smoke_s=10.0,
+            full_s=280.0,
+            long_s=3300.0,
+            demo="iclr25.methods.rmp_sam.demo:demo",
+        ),
+        Entry(
+            name="gense",
+            target="iclr25.methods.gense.claim:CLAIM",
+            paper="GenSE: Generative Speech Enhancement via Language Models using Hierarchical Modeling",
+            claim="noisy->clean semantic, then semantic->acoustic tokens with a token chain enhance speech",
+            extra="gense",
+            smoke_s=30.0,
+            full_s=300.0,
+            demo="iclr25.methods.gense.pipeline:demo",
+        ),
     )
 }
 

@@ -1,0 +1,84 @@
+"""Visual prompts of RMP-SAM: a point becomes a +-3 px box, encoded as a prompt query.
+
+Paper: *RMP-SAM: Towards Real-Time Multi-Purpose Segment Anything*, Xu et al., ICLR 2025,
+arXiv:2401.10228, Sec. 3.2 ("prompt encoder"). The box is built in input pixels, normalised,
+converted to (cx, cy, w, h), clamped and passed through the inverse sigmoid, then a 4-D sine
+positional encoding and a linear layer; a point/box type embedding and a mask-token embedding are
+added. Points are (x, y); masks are (row, col).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["PromptEncoder", "inverse_sigmoid", "point_to_box", "sine_encoding"]
+
+
+def point_to_box(points: torch.Tensor, half: float, height: int, width: int) -> torch.Tensor:
+    """XYXY boxes ``[x - half, y - half, x + half, y + half]`` clamped to the image.
+
+    Shape:
+        points (..., 2) as (x, y) -> (..., 4).
+
+    Example:
+        >>> point_to_box(torch.tensor([[10.5, 2.5]]), 3.0, 32, 32).tolist()
+        [[7.5, 0.0, 13.5, 5.5]]
+    """
+    x, y = points[..., 0], points[..., 1]
+    box = torch.stack([x - half, y - half, x + half, y + half], dim=-1)
+    lim = torch.tensor([width, height, width, height], dtype=box.dtype, device=box.device)
+    return torch.minimum(box.clamp_min(0.0), lim)
+
+
+def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """``log(x / (1 - x))`` after clamping ``x`` to [eps, 1 - eps]."""
+    x = x.clamp(eps, 1 - eps)
+    return torch.log(x / (1 - x))
+
+
+def sine_encoding(x: torch.Tensor, dim_per_coord: int = 128, temperature: float = 10000.0) -> torch.Tensor:
+    """Sine positional encoding of each of the last-axis coordinates (scaled by 2 pi), concatenated.
+
+    Shape:
+        (..., D) -> (..., D * dim_per_coord).
+    """
+    i = torch.arange(dim_per_coord // 2, dtype=x.dtype, device=x.device)
+    freq = temperature ** (2 * i / dim_per_coord)
+    ang = x[..., None] * (2 * math.pi) / freq  # (..., D, dim/2)
+    enc = torch.stack([ang.sin(), ang.cos()], dim=-1).flatten(-2)  # (..., D, dim)
+    return enc.flatten(-2)
+
+
+class PromptEncoder(nn.Module):
+    """Points (or boxes) -> prompt queries of width C.
+
+    Shape:
+        boxes (B, P, 4) XYXY in pixels, kinds (B, P) long (0 positive point, 1 box, 2 negative
+        point) -> (B, P, C).
+    """
+
+    def __init__(self, c: int, pe_dim: int = 512) -> None:
+        super().__init__()
+        self.pe_dim = pe_dim
+        self.proj = nn.Linear(pe_dim, c)
+        self.type_embed = nn.Embedding(3, c)
+        self.mask_token = nn.Parameter(torch.zeros(c))
+        nn.init.normal_(self.mask_token, std=0.02)
+
+    def forward(self, boxes: torch.Tensor, kinds: torch.Tensor, height: int, width: int) -> torch.Tensor:
+        scale = torch.tensor([width, height, width, height], dtype=boxes.dtype, device=boxes.device)
+        b = boxes / scale
+        cxcywh = torch.stack(
+            [
+                (b[..., 0] + b[..., 2]) / 2,
+                (b[..., 1] + b[..., 3]) / 2,
+                b[..., 2] - b[..., 0],
+                b[..., 3] - b[..., 1],
+            ],
+            dim=-1,
+        )
+        enc = sine_encoding(inverse_sigmoid(cxcywh), self.pe_dim // 4)  # (B, P, 512)
+        return self.proj(enc) + self.type_embed(kinds) + self.mask_token

@@ -1,0 +1,93 @@
+"""SimCodec: alignment, straight-through VQ, loss closed forms, the codebook reorganisation."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from iclr25.methods.gense import (
+    CodecConfig,
+    GroupVQ,
+    SimCodec,
+    align_length,
+    code_perplexity,
+    distinctness_loss,
+    log_mel,
+)
+
+TINY = CodecConfig(channels=(4, 4, 8, 8, 8), latent_dim=8, group_codebook=4, top_n=3, top_k=2)
+
+
+def test_alignment_semantic_and_acoustic_frames() -> None:
+    torch.manual_seed(0)
+    codec = SimCodec(TINY).eval()
+    for n in torch.randint(200, 4000, (6,), generator=torch.Generator().manual_seed(0)).tolist():
+        N = align_length(n)
+        t_s = log_mel(torch.zeros(1, N), hop=320).shape[1]
+        codes = codec.encode(torch.zeros(1, 1, N))
+        assert codes.shape[1] == 2 * t_s == N // 160
+        assert codec.decode(codes).shape[-1] == N
+
+
+def test_straight_through_gradient_reaches_encoder() -> None:
+    torch.manual_seed(0)
+    codec = SimCodec(TINY)
+    y, _, _ = codec(0.1 * torch.randn(2, 1, 640))
+    (y.pow(2).mean()).backward()
+    assert codec.encoder[0].weight.grad is not None and codec.encoder[0].weight.grad.abs().sum() > 0
+
+
+def test_vq_losses_match_closed_form() -> None:
+    vq = GroupVQ(dim=2, n_groups=1, codebook_size=2)
+    with torch.no_grad():
+        vq.codebooks.copy_(torch.tensor([[[0.0, 0.0], [1.0, 1.0]]]))
+    z = torch.tensor([[[0.2, 0.9], [0.1, 0.8]]])  # [B=1, D=2, T=2]: frames (0.2, 0.1) and (0.9, 0.8)
+    q, codes, losses = vq(z)
+    assert codes[0, :, 0].tolist() == [0, 1]
+    expected = ((0.2**2 + 0.1**2) + (0.1**2 + 0.2**2)) / 4  # mean over the 4 latent entries
+    assert abs(float(losses["codebook"]) - expected) < 1e-6
+    assert abs(float(losses["commitment"]) - expected) < 1e-6
+    assert torch.allclose(q, torch.tensor([[[0.0, 1.0], [0.0, 1.0]]]))
+
+
+def test_distinctness_closed_form() -> None:
+    e = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    # cosine matrix [[1,0,1],[0,1,0],[1,0,1]] scaled by 3, cross-entropy against identity rows
+    logits = 3 * torch.tensor([[1.0, 0, 1], [0, 1, 0], [1, 0, 1]])
+    expected = F.cross_entropy(logits, torch.arange(3))
+    assert torch.allclose(distinctness_loss(e, 3.0), expected)
+
+
+def test_reorganisation_builds_concatenations_in_order() -> None:
+    torch.manual_seed(0)
+    codec = SimCodec(TINY)
+    e1, e2 = codec.quantizer.codebooks[0].detach().clone(), codec.quantizer.codebooks[1].detach().clone()
+    usage = [torch.tensor([5.0, 9.0, 1.0, 7.0]), torch.tensor([0.0, 3.0, 8.0, 2.0])]
+    new = codec.reorganize(usage, top_n=3, top_k=2)
+    top1, top2 = [1, 3, 0], [2, 1]
+    book = new.quantizer.codebooks[0]
+    assert book.shape == (6, 8) and new.codebook_size == 6
+    for n in range(3):
+        for k in range(2):
+            assert torch.equal(book[n * 2 + k], torch.cat([e1[top1[n]], e2[top2[k]]]))
+    assert torch.equal(new.encoder[0].weight, codec.encoder[0].weight)
+
+
+def test_product_codebook_nearest_is_pair_of_group_nearest() -> None:
+    torch.manual_seed(1)
+    codec = SimCodec(TINY)
+    new = codec.reorganize([torch.arange(4.0), torch.arange(4.0)], top_n=4, top_k=4)
+    z = torch.randn(3, 8, 5)
+    _, prod_codes, _ = new.quantizer(z)
+    # the same 4 x 4 codes as two independent groups
+    sub = GroupVQ(8, 2, 4)
+    book = new.quantizer.codebooks[0].reshape(4, 4, 8)
+    with torch.no_grad():
+        sub.codebooks.copy_(torch.stack([book[:, 0, :4], book[0, :, 4:]]))
+    _, pair, _ = sub(z)
+    assert torch.equal(prod_codes[..., 0], pair[..., 0] * 4 + pair[..., 1])
+
+
+def test_code_perplexity() -> None:
+    assert code_perplexity(torch.tensor([1.0, 1, 1, 1])) == 4.0
+    assert code_perplexity(torch.tensor([3.0, 0, 0])) == 1.0

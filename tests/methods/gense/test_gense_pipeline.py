@@ -1,0 +1,111 @@
+"""The GenSE pipeline: shapes, oracle / identity modes, save and load, the file demo, SSL loader."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from iclr25.methods.gense import GenSE, HFSSLFeatures, SemanticTokenizer, enhance_wav
+
+
+@pytest.fixture(scope="module")
+def tiny() -> GenSE:
+    return GenSE.tiny_random(seed=0)
+
+
+def test_enhance_batch_pads_and_trims(tiny: GenSE) -> None:
+    x = 0.05 * torch.randn(2, 7000, generator=torch.Generator().manual_seed(0))
+    y = tiny.enhance_batch(x, lengths=torch.tensor([1.0, 0.5]))
+    assert y.shape == (2, 7000) and torch.isfinite(y).all()
+    assert (y[1, 3500:] == 0).all()
+    t = tiny.tokens(torch.nn.functional.pad(x, (0, 7040 - 7000))[:, :6400])
+    assert t["acoustic"].shape[1] == 2 * t["sem"].shape[1] == 40
+
+
+def test_oracle_semantic_and_identity_modes(tiny: GenSE) -> None:
+    x = 0.05 * torch.randn(1, 6400, generator=torch.Generator().manual_seed(1))
+    oracle = torch.zeros(1, 20, dtype=torch.long)
+    assert torch.equal(tiny.tokens(x, clean_semantic=oracle)["sem"], oracle)
+    ident = GenSE(tiny.tokenizer, tiny.codec, None, tiny.s2s, chunk_samples=6400)
+    t = ident.tokens(x)
+    assert torch.equal(t["sem"], t["noisy_sem"])
+
+
+def test_bad_input_raises(tiny: GenSE) -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        tiny.enhance_batch(torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(ValueError):
+        tiny.enhance_batch(torch.zeros(1, 0))
+
+
+def test_save_and_load_round_trip(tiny: GenSE, tmp_path: Path) -> None:
+    tiny.save_pretrained(tmp_path / "m")
+    again = GenSE.from_pretrained(tmp_path / "m")
+    x = 0.05 * torch.randn(1, 6400, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(tiny.enhance_batch(x), again.enhance_batch(x))
+    with pytest.raises(FileNotFoundError):
+        GenSE.from_pretrained(tmp_path / "missing")
+
+
+def test_tokenizer_joblib_round_trip(tiny: GenSE, tmp_path: Path) -> None:
+    tiny.tokenizer.save(tmp_path / "k.joblib")
+    other = SemanticTokenizer(tiny.tokenizer.features).load_kmeans(tmp_path / "k.joblib")
+    x = np.random.default_rng(0).standard_normal(3200).astype(np.float32)
+    assert torch.equal(other.transform(x), tiny.tokenizer.transform(x))
+
+
+def test_enhance_wav_demo_on_a_generated_file(tiny: GenSE, tmp_path: Path) -> None:
+    tiny.save_pretrained(tmp_path / "m")
+    rng = np.random.default_rng(0)
+    sf.write(tmp_path / "in.wav", (0.05 * rng.standard_normal((9000, 2))).astype(np.float32), 16000)
+    y = enhance_wav(tmp_path / "in.wav", tmp_path / "out.wav", model_dir=tmp_path / "m")
+    back, sr = sf.read(tmp_path / "out.wav")
+    assert sr == 16000 and back.shape == (9000,) and len(y) == 9000
+    sf.write(tmp_path / "8k.wav", np.zeros(800, np.float32), 8000)
+    with pytest.raises(ValueError, match="16000 Hz"):
+        tiny.enhance_file(tmp_path / "8k.wav")
+    with pytest.raises(FileNotFoundError, match="model_dir"):
+        enhance_wav(tmp_path / "in.wav", tmp_path / "o.wav", model_dir=tmp_path / "none")
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_demo_enhances_a_generated_clip_or_the_users_file(tiny: GenSE, tmp_path: Path) -> None:
+    from iclr25.methods.gense.pipeline import demo
+
+    tiny.save_pretrained(tmp_path / "m")
+    noisy, enhanced = demo(tmp_path / "out", seed=1, model_dir=tmp_path / "m")
+    assert (noisy.name, enhanced.name) == ("noisy.wav", "noisy-enhanced.wav")
+    assert sf.info(enhanced).samplerate == 16000 and sf.info(enhanced).frames == sf.info(noisy).frames
+    (mine,) = demo(tmp_path / "out2", input=noisy, model_dir=tmp_path / "m")
+    assert mine.name == "noisy-enhanced.wav" and mine.parent.name == "out2"
+    with pytest.raises(FileNotFoundError, match="model_dir"):
+        demo(tmp_path / "out3", input=noisy, model_dir=tmp_path / "none")
+
+
+def test_hf_ssl_features_from_a_local_tiny_model(tmp_path: Path) -> None:
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    cfg = Wav2Vec2Config(
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        conv_dim=(8, 8),
+        conv_stride=(5, 64),
+        conv_kernel=(10, 64),
+        num_feat_extract_layers=2,
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+    )
+    torch.manual_seed(0)
+    Wav2Vec2Model(cfg).save_pretrained(tmp_path / "w2v")
+    feats = HFSSLFeatures(tmp_path / "w2v", layer=2)
+    f = feats(np.random.default_rng(0).standard_normal(3200).astype(np.float32))
+    assert f.shape[1] == 16 and f.shape[0] >= 9
+    with pytest.raises(FileNotFoundError):
+        HFSSLFeatures(tmp_path / "nope")
