@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -109,3 +110,12 @@ def test_hf_ssl_features_from_a_local_tiny_model(tmp_path: Path) -> None:
     assert f.shape[1] == 16 and f.shape[0] >= 9
     with pytest.raises(FileNotFoundError):
         HFSSLFeatures(tmp_path / "nope")
+
+
+def test_load_of_an_older_codec_layout_names_the_problem(tiny: GenSE, tmp_path: Path) -> None:
+    tiny.save_pretrained(tmp_path / "m")
+    conf = json.loads((tmp_path / "m" / "config.json").read_text())
+    conf["codec"]["strides"] = [2, 4, 4, 5]  # a field of the waveform-convolution layout
+    (tmp_path / "m" / "config.json").write_text(json.dumps(conf))
+    with pytest.raises(ValueError, match="older layout"):
+        GenSE.from_pretrained(tmp_path / "m")

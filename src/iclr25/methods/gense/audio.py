@@ -71,7 +71,9 @@ def log_mel(wav: torch.Tensor, *, hop: int, n_mels: int = 80, n_fft: int | None 
         raise ValueError(f"waveform length {wav.shape[-1]} is not a multiple of {hop}")
     n_fft = n_fft or 2 * hop
     window = torch.hann_window(n_fft, device=wav.device)
-    spec = torch.stft(wav, n_fft, hop_length=hop, window=window, center=True, return_complex=True)
+    spec = torch.stft(
+        wav, n_fft, hop_length=hop, window=window, center=True, pad_mode="constant", return_complex=True
+    )  # zero padding: any length of at least one hop
     power = spec.abs().pow(2)[..., :-1]  # [B, F, N / hop]
     mel = torch.einsum("mf,bft->btm", _mel_basis(n_fft, n_mels).to(wav.device), power)
     return torch.log(mel + 1e-5)

@@ -1,10 +1,13 @@
 """SimCodec-style single-quantiser acoustic codec with the two-stage codebook reorganisation.
 
 Paper: *GenSE: Generative Speech Enhancement via Language Models using Hierarchical Modeling*,
-Yao et al., ICLR 2025 (arXiv 2502.02942), Sec. 3.2 (SimCodec). A strided convolutional encoder
-(HiFi-GAN-style residual blocks, LayerNorm after each residual sum) maps 16 kHz audio to 100 Hz
-latents; a vector quantiser with L2 lookup and a straight-through gradient; a transposed-conv
-generator ending in tanh. VQ losses: codebook ``||q - sg(r)||^2`` (1.0), commitment
+Yao et al., ICLR 2025 (arXiv 2502.02942), Sec. 3.2 (SimCodec). At CPU scale the encoder and
+decoder work at the 100 Hz frame rate (as in Vocos, Siuzdak, arXiv 2306.00814, and WavTokenizer):
+the encoder reads the log-magnitude STFT (hop 160) through ConvNeXt blocks; the decoder's ConvNeXt
+blocks predict each frame's log-magnitude and phase, and an inverse STFT makes the waveform.
+SimCodec's strided waveform convolutions learnt too slowly for a CPU budget (see the README's
+Deviations). Between them, a vector quantiser with L2 lookup and a straight-through gradient.
+VQ losses: codebook ``||q - sg(r)||^2`` (1.0), commitment
 ``||sg(q) - r||^2`` (0.25) and code distinctness (0.1): the cross-entropy of the rows of
 ``softmax(3 E E^T)`` against identity targets.
 
@@ -93,19 +96,71 @@ class GroupVQ(nn.Module):
         return q_st.reshape(B, T, D).transpose(1, 2), codes, losses
 
 
-class _ResBlock(nn.Module):
-    """Two dilated conv pairs with residual sums, LayerNorm over channels after each sum."""
+class _ConvNeXt(nn.Module):
+    """Depthwise conv (kernel 7) -> LayerNorm -> pointwise MLP (3x) -> residual sum."""
 
-    def __init__(self, ch: int, dilations: tuple[int, ...] = (1, 3)) -> None:
+    def __init__(self, ch: int) -> None:
         super().__init__()
-        self.convs = nn.ModuleList(nn.Conv1d(ch, ch, 3, dilation=d, padding=d) for d in dilations)
-        self.norms = nn.ModuleList(nn.LayerNorm(ch) for _ in dilations)
+        self.dw = nn.Conv1d(ch, ch, 7, padding=3, groups=ch)
+        self.norm = nn.LayerNorm(ch)
+        self.up, self.down = nn.Linear(ch, 3 * ch), nn.Linear(3 * ch, ch)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for conv, norm in zip(self.convs, self.norms, strict=True):
-            x = x + conv(F.leaky_relu(x, 0.1))
-            x = norm(x.transpose(1, 2)).transpose(1, 2)
-        return x
+        y = self.norm(self.dw(x).transpose(1, 2))
+        return x + self.down(F.gelu(self.up(y))).transpose(1, 2)
+
+
+class _SpecEncoder(nn.Module):
+    """wav [B, 1, N] -> latents [B, D, N / hop]: log-magnitude STFT frames through ConvNeXt blocks."""
+
+    def __init__(self, cfg: CodecConfig) -> None:
+        super().__init__()
+        self.n_fft = cfg.n_fft
+        self.register_buffer("window", torch.hann_window(cfg.n_fft), persistent=False)
+        self.net = nn.Sequential(
+            nn.Conv1d(cfg.n_fft // 2 + 1, cfg.hidden, 7, padding=3),
+            *(_ConvNeXt(cfg.hidden) for _ in range(cfg.blocks)),
+            nn.Conv1d(cfg.hidden, cfg.latent_dim, 1),
+        )
+
+    def forward(self, wav: torch.Tensor) -> torch.Tensor:
+        spec = torch.stft(
+            wav[:, 0],
+            self.n_fft,
+            ACOUSTIC_HOP,
+            window=self.window,
+            center=True,
+            pad_mode="constant",  # any length of at least one hop
+            return_complex=True,
+        )[..., :-1]  # exactly N / hop frames
+        return self.net(torch.log(spec.abs() + 1e-5))
+
+
+_MAX_LOG_MAG = 4.6  # |X| <= 100 per STFT bin; far above speech at the clips' 0.5 peak
+
+
+class _SpecDecoder(nn.Module):
+    """latents [B, D, T] -> wav [B, 1, hop T]: ConvNeXt blocks predict log-magnitude and phase per
+    frame; an inverse STFT synthesises the waveform."""
+
+    def __init__(self, cfg: CodecConfig) -> None:
+        super().__init__()
+        self.n_fft = cfg.n_fft
+        self.register_buffer("window", torch.hann_window(cfg.n_fft), persistent=False)
+        self.net = nn.Sequential(
+            nn.Conv1d(cfg.latent_dim, cfg.hidden, 7, padding=3),
+            *(_ConvNeXt(cfg.hidden) for _ in range(cfg.blocks)),
+            nn.Conv1d(cfg.hidden, 2 * (cfg.n_fft // 2 + 1), 1),
+        )
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        log_mag, phase = self.net(q).chunk(2, dim=1)  # [B, F, T] each
+        spec = torch.polar(torch.exp(log_mag.clamp(max=_MAX_LOG_MAG)), phase)
+        spec = F.pad(spec, (0, 1))  # the centred STFT's last frame, dropped by the encoder
+        wav = torch.istft(
+            spec, self.n_fft, ACOUSTIC_HOP, window=self.window, center=True, length=ACOUSTIC_HOP * q.shape[-1]
+        )
+        return wav[:, None]
 
 
 class SimCodec(nn.Module):
@@ -121,7 +176,7 @@ class SimCodec(nn.Module):
         decode: codes [B, T', G] -> wav [B, 1, 160 T'].
 
     Example:
-        >>> codec = SimCodec(CodecConfig(channels=(4, 4, 4, 4, 4), latent_dim=8))
+        >>> codec = SimCodec(CodecConfig(hidden=8, blocks=1, latent_dim=8))
         >>> codes = codec.encode(torch.zeros(1, 1, 320))
         >>> codes.shape, codec.decode(codes).shape
         (torch.Size([1, 2, 2]), torch.Size([1, 1, 320]))
@@ -134,32 +189,9 @@ class SimCodec(nn.Module):
         self, cfg: CodecConfig, *, n_groups: int | None = None, codebook_size: int | None = None
     ) -> None:
         super().__init__()
-        if cfg.hop != ACOUSTIC_HOP:
-            raise ValueError(f"strides must multiply to {ACOUSTIC_HOP}, got {cfg.hop}")
         self.cfg = cfg
-        ch = cfg.channels
-        enc: list[nn.Module] = [nn.Conv1d(1, ch[0], 7, padding=3)]
-        for i, s in enumerate(cfg.strides):
-            enc += [
-                _ResBlock(ch[i]) if i > 0 else nn.Identity(),
-                nn.LeakyReLU(0.1),
-                nn.Conv1d(ch[i], ch[i + 1], 2 * s, stride=s, padding=(s + 1) // 2),
-            ]
-        enc += [nn.LeakyReLU(0.1), nn.Conv1d(ch[-1], cfg.latent_dim, 3, padding=1)]
-        self.encoder = nn.Sequential(*enc)
-        dec: list[nn.Module] = [nn.Conv1d(cfg.latent_dim, ch[-1], 7, padding=3)]
-        for i in reversed(range(len(cfg.strides))):
-            s = cfg.strides[i]
-            # output length L * s: (L-1) s - 2p + 2s + op = L s with p = ceil(s/2), op = s mod 2
-            dec += [
-                nn.LeakyReLU(0.1),
-                nn.ConvTranspose1d(
-                    ch[i + 1], ch[i], 2 * s, stride=s, padding=(s + 1) // 2, output_padding=s % 2
-                ),
-                _ResBlock(ch[i]) if i > 0 else nn.Identity(),
-            ]
-        dec += [nn.LeakyReLU(0.1), nn.Conv1d(ch[0], 1, 7, padding=3), nn.Tanh()]
-        self.decoder = nn.Sequential(*dec)
+        self.encoder = _SpecEncoder(cfg)
+        self.decoder = _SpecDecoder(cfg)
         self.quantizer = GroupVQ(
             cfg.latent_dim, n_groups or cfg.n_groups, codebook_size or cfg.group_codebook
         )

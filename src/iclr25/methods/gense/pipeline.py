@@ -204,6 +204,7 @@ class GenSE:
 
         Raises:
             FileNotFoundError: the folder or one of its files is missing.
+            ValueError: the folder was saved with an older codec layout.
         """
         from safetensors.torch import load_file
 
@@ -221,7 +222,15 @@ class GenSE:
         ctc = PhoneCTC(conf["n_phones"], tcfg)
         ctc.load_state_dict(part("ctc."))
         tok = SemanticTokenizer(PhoneCTCFeatures(ctc)).load_kmeans(d / "kmeans.joblib")
-        ccfg = CodecConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in conf["codec"].items()})
+        try:
+            ccfg = CodecConfig(
+                **{k: tuple(v) if isinstance(v, list) else v for k, v in conf["codec"].items()}
+            )
+        except TypeError as e:
+            raise ValueError(
+                f"{d} holds a codec of an older layout ({e}); save the models again "
+                "(`iclr25 check gense --budget full` rewrites the default folder)"
+            ) from None
         codec = SimCodec(ccfg, n_groups=1, codebook_size=conf["codebook_size"])
         codec.load_state_dict(part("codec."))
         lcfg = LMConfig(**conf["lm"])
@@ -258,7 +267,7 @@ class GenSE:
         tcfg = TokenizerConfig(hidden=8, n_clusters=n_semantic)
         tok = SemanticTokenizer(PhoneCTCFeatures(PhoneCTC(4, tcfg)), n_semantic, random_state=seed)
         tok.fit([np.random.default_rng(seed).standard_normal(6400).astype(np.float32)])
-        ccfg = CodecConfig(channels=(4, 4, 8, 8, 8), latent_dim=8, top_n=4, top_k=4)
+        ccfg = CodecConfig(hidden=8, blocks=1, latent_dim=8, top_n=4, top_k=4)
         codec = SimCodec(ccfg, n_groups=1, codebook_size=16).eval()
         lcfg = LMConfig(n_embd=16, n_layer=1, n_head=2, n_positions=160, gen_offset=100)
         return cls(

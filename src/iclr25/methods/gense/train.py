@@ -33,7 +33,7 @@ from iclr25.methods.gense.semantic import (
 
 __all__ = ["load_or_train_codecs", "load_or_train_recognizer", "load_or_train_tokenizer", "speech_key"]
 
-_VERSION = 1
+_VERSION = 2  # 2: frame-rate codec, zero-padded STFTs
 Progress = Callable[[str, int, int], None]
 
 
