@@ -11,6 +11,8 @@ from iclr25.methods.gense import (
     EspeakNotFoundError,
     SpeakerProxy,
     as_mono,
+    dnsmos,
+    dnsmos_available,
     espeak_phonemes,
     make_noise,
     mix_at_snr,
@@ -115,3 +117,17 @@ def test_speaker_proxy_same_voice_beats_cross_voice() -> None:
         [proxy.similarity(clips[voices[0]][i], clips[voices[1]][j]) for i in range(4) for j in range(4)]
     )
     assert same > cross + 0.2
+
+
+@pytest.mark.skipif(not dnsmos_available(), reason="speechmos or onnxruntime is not installed")
+def test_dnsmos_scores_noise_as_worse_background_and_checks_input() -> None:
+    s = _speech(n=32000)
+    noisy = s + np.random.default_rng(1).standard_normal(len(s)) * np.sqrt(np.mean(s**2))  # 0 dB white
+    clean_mos, noisy_mos = dnsmos([s]), dnsmos([noisy])
+    assert set(clean_mos) == {"sig", "bak", "ovrl"}
+    assert all(1.0 <= v <= 5.0 for v in (*clean_mos.values(), *noisy_mos.values()))
+    assert noisy_mos["bak"] < clean_mos["bak"] - 0.5
+    with pytest.raises(ValueError, match="16000"):
+        dnsmos([s], 8000)
+    with pytest.raises(ValueError, match="finite 1-D"):
+        dnsmos([np.full(100, np.nan)])

@@ -37,6 +37,8 @@ from iclr25.methods.gense.data import (
 from iclr25.methods.gense.lm import N2S, S2S, decode, gpt2_config, train_lm
 from iclr25.methods.gense.metrics import (
     SpeakerProxy,
+    dnsmos,
+    dnsmos_available,
     pesq_wb,
     phone_error_rate,
     real_time_factor,
@@ -108,6 +110,8 @@ __all__ = [
     "decode",
     "default_cache_dir",
     "distinctness_loss",
+    "dnsmos",
+    "dnsmos_available",
     "enhance_wav",
     "espeak_phonemes",
     "gpt2_config",

@@ -44,6 +44,8 @@ from iclr25.methods.gense import (
     codec_mel_l1,
     ctc_greedy_decode,
     default_cache_dir,
+    dnsmos,
+    dnsmos_available,
     load_or_train_codecs,
     load_or_train_recognizer,
     load_or_train_tokenizer,
@@ -334,6 +336,14 @@ def run(
             metrics[arm]["stoi_unseen"] = s_un
             metrics[arm]["unseen_stoi_loss"] = (metrics[arm]["stoi"] - s_un) / max(metrics[arm]["stoi"], 1e-6)
     metrics["tokenizer"] = _token_agreement(tok, dc.test_voices)
+    dnsmos_note = "DNSMOS: not computed (speechmos or onnxruntime is missing)"
+    if cfg.dnsmos_clips and dnsmos_available():
+        n_d = min(cfg.dnsmos_clips, len(test))
+        for arm in ("noisy", "gense", "blstm", "codec_clean"):
+            for key, v in dnsmos(list(outs[arm][:n_d])).items():
+                metrics[arm][f"dnsmos_{key}"] = v
+            progress("DNSMOS", 1, 1)
+        dnsmos_note = f"DNSMOS P.835 on the first {n_d} test clips"
     metrics["noisy"]["total_s"] = time.perf_counter() - t_all
 
     if cfg.save_model and seed == 0:
@@ -387,6 +397,7 @@ def run(
     notes = [
         f"BLSTM mask final -SI-SDR loss: {curves_blstm[-1]:.2f} dB",
         f"test clips: {len(test)} from voices {', '.join(dc.test_voices)}; SNRs {dc.test_snrs} dB",
+        dnsmos_note,
     ]
     media = _media(noisy_te[0], outs["gense"][0], clean_te[0], outs["no_chain"][0])
     return MediaResult(metrics=metrics, series=series, notes=notes, media=media)
@@ -593,6 +604,16 @@ _CRITERIA = (
         name="oracle_semantic_per_ratio",
         gating=False,
         explain="S2S fed the clean semantic tokens (a perfect N2S) against the noisy input, R2's PER bar.",
+    ),
+    diff(
+        "gense.dnsmos_ovrl",
+        "noisy.dnsmos_ovrl",
+        ">=",
+        0.1,
+        name="dnsmos_ovrl_gain",
+        gating=False,
+        paper="DNSMOS SIG/BAK/OVRL gains over the noisy input (DNS Challenge test tables)",
+        explain="DNSMOS overall quality gain over the noisy input, where speechmos is installed.",
     ),
     ratio(
         "gense.per",

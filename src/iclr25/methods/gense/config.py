@@ -243,12 +243,19 @@ class ClaimConfig:
     unseen_check: bool = param(
         True, doc="also score the unseen (clicks) noise", source="paper: spec soft rule"
     )
+    dnsmos_clips: int = param(
+        16,
+        doc="test clips scored with DNSMOS per arm (0: off; skipped where speechmos is missing)",
+        source="deviation: DNSMOS pads each clip to 9 s, about 0.5 s a clip on CPU",
+    )
     save_model: bool = param(
         True, doc="save seed 0's pipeline to <cache>/model for the demo", source="deviation: demo support"
     )
 
     def __post_init__(self) -> None:
         _positive(self, "n_train", "n_test", "mixtures_per_clip", "blstm_steps")
+        if self.dnsmos_clips < 0:
+            raise ValueError("dnsmos_clips must be >= 0")
 
     @classmethod
     def smoke(cls) -> ClaimConfig:
@@ -269,6 +276,7 @@ class ClaimConfig:
             n_test=4,
             mixtures_per_clip=1,
             blstm_steps=4,
+            dnsmos_clips=1,
             save_model=False,
         )
 

@@ -5,7 +5,9 @@ Paper: *GenSE: Generative Speech Enhancement via Language Models using Hierarchi
 Yao et al., ICLR 2025 (arXiv 2502.02942), Sec. 4 (evaluation). WB-PESQ comes from ``pesq``,
 STOI/ESTOI from ``pystoi``, PER from ``jiwer`` over phone strings. The paper's SECS uses a WavLM
 speaker-verification model; here the proxy is the cosine of standardised MFCC statistics of the
-voiced frames (:class:`SpeakerProxy`), which separates the espeak-ng voices (tested).
+voiced frames (:class:`SpeakerProxy`), which separates the espeak-ng voices (tested). DNSMOS P.835
+(Reddy et al., arXiv 2110.01763) comes from the ``speechmos`` package, whose wheel carries the
+ONNX models, so it runs offline.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ import numpy as np
 
 from iclr25.methods.gense.config import SAMPLE_RATE
 
-__all__ = ["SpeakerProxy", "pesq_wb", "phone_error_rate", "real_time_factor", "si_sdr", "stoi"]
+__all__ = [
+    "SpeakerProxy",
+    "dnsmos",
+    "dnsmos_available",
+    "pesq_wb",
+    "phone_error_rate",
+    "real_time_factor",
+    "si_sdr",
+    "stoi",
+]
 
 
 def _pair(ref: np.ndarray, est: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,6 +94,40 @@ def phone_error_rate(refs: Sequence[Sequence[str]], hyps: Sequence[Sequence[str]
         raise ValueError("references must not be empty")
     out = jiwer.process_words([" ".join(r) for r in refs], [" ".join(h) for h in hyps])
     return float(out.wer)
+
+
+def dnsmos_available() -> bool:
+    """Whether DNSMOS can run: ``speechmos`` and ``onnxruntime`` are installed."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("speechmos", "onnxruntime"))
+
+
+def dnsmos(wavs: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> dict[str, float]:
+    """Mean DNSMOS P.835 scores (signal, background, overall; 1-5) of 16 kHz clips.
+
+    Clips shorter than the model's 9 s window are repeated to fill it, as DNSMOS does.
+
+    Raises:
+        ModuleNotFoundError: ``speechmos`` or ``onnxruntime`` is missing (``pip install iclr25[gense]``).
+        ValueError: not 16 kHz, or a clip that is not a finite 1-D waveform.
+    """
+    if not dnsmos_available():
+        raise ModuleNotFoundError("DNSMOS needs speechmos and onnxruntime: pip install 'iclr25[gense]'")
+    if sample_rate != SAMPLE_RATE:
+        raise ValueError(f"DNSMOS expects {SAMPLE_RATE} Hz audio, got {sample_rate}")
+    from speechmos import dnsmos as _dnsmos
+
+    rows = []
+    for w in wavs:
+        x = np.asarray(w, np.float32)
+        if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
+            raise ValueError(f"expected a finite 1-D waveform, got shape {x.shape}")
+        peak = float(np.abs(x).max())
+        r = _dnsmos.run(x / peak if peak > 1 else x, sr=SAMPLE_RATE)  # the package rejects |x| > 1
+        rows.append((r["sig_mos"], r["bak_mos"], r["ovrl_mos"]))
+    m = np.asarray(rows, np.float64).mean(0)
+    return {"sig": float(m[0]), "bak": float(m[1]), "ovrl": float(m[2])}
 
 
 def real_time_factor(fn: Callable[[], object], audio_seconds: float) -> float:
