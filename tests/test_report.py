@@ -14,6 +14,7 @@ from iclr25._core.report import (
     RESULTS_MARKERS,
     STATUS_MARKERS,
     common_dependencies,
+    render_figures,
     render_report,
     stale_files,
     summary_rows,
@@ -178,3 +179,16 @@ def test_parts_are_shown_beside_the_verdict(tmp_path: Path) -> None:
     (tmp_path / "fake.json").write_text(json.dumps(record))
     section = render_report(tmp_path)[0].read_text().split("## fake", 1)[1]
     assert "| learns faster | 🟢 **SUPPORTED** | all 1 gating criteria held |" in section
+
+
+def test_a_line_only_some_seeds_draw_is_plotted_from_those_seeds(tmp_path: Path) -> None:
+    def seed(n: int, label: str) -> dict:
+        lines = {"always": [0.1 * n, 0.2], label: [0.5, 0.6]}
+        series = {
+            "curve": {"title": "t", "xlabel": "x", "ylabel": "y", "x": [1, 2], "kind": "line", "lines": lines}
+        }
+        return {"seed": n, "metrics": {"m": 1.0}, "series": series}
+
+    record = {"name": "fake", "seeds": [seed(0, "best k=1"), seed(1, "best k=2")]}
+    figures = render_figures(record, tmp_path)
+    assert len(figures) == 1 and all(p.exists() for p in tmp_path.iterdir())

@@ -275,7 +275,12 @@ def render_figures(record: dict[str, Any], fig_dir: Path) -> list[tuple[str, Pat
         fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=110)
         x = first["x"]
         for label in first["lines"]:
-            runs = [s["series"][key]["lines"][label] for s in ok if key in s["series"]]
+            # a line some seeds lack (e.g. one named after a seed's best k) is drawn from the others
+            runs = [
+                s["series"][key]["lines"][label]
+                for s in ok
+                if label in s["series"].get(key, {}).get("lines", {})
+            ]
             ys = [statistics.median(col) for col in zip(*runs, strict=True)]
             if first["kind"] == "scatter":
                 ax.scatter(x, ys, s=12, label=label, alpha=0.7)
