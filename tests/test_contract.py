@@ -85,7 +85,14 @@ def test_registry_entry_matches_claim(name: str) -> None:
     long = claim.budgets.get("long")
     assert entry.long_s == (long.total_seconds if long else 0.0)
     if long:
-        assert long.total_seconds <= 60 * 60 and long.seeds >= 3
+        limit = _LONG_PAST_THE_HOUR.get(name, (60 * 60, ""))[0]
+        assert long.total_seconds <= limit and long.seeds >= 3
+
+
+#: Long budgets allowed past DESIGN's hour, each with its limit and the reason (also in its README).
+_LONG_PAST_THE_HOUR = {
+    "ftct": (90 * 60, "the learning curve puts the effect past 3k steps; 6k steps take 71 min on 2 cores"),
+}
 
 
 def _test_exists(node_id: str) -> bool:

@@ -75,7 +75,7 @@ REGISTRY: dict[str, Entry] = {
             claim="few-shot CoT chains fragments never seen whole; zero-shot fails",
             smoke_s=20.0,
             full_s=300.0,
-            long_s=3450.0,
+            long_s=4800.0,
         ),
         Entry(
             name="coreset_sc",
