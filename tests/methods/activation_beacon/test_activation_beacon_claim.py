@@ -14,13 +14,14 @@ from iclr25.methods.activation_beacon import (
     beacon_kv_resident,
     beacon_score_entries,
     build_base,
+    knockout_accuracy,
     load_base,
     make_pair_recall,
-    retrieval_mass,
+    make_repeat_segments,
     train_base,
 )
 from iclr25.methods.activation_beacon.base import training_record
-from iclr25.methods.activation_beacon.claim import CLAIM, MAX_L0_SHARE, MIN_FULL_ACC
+from iclr25.methods.activation_beacon.claim import CLAIM, MIN_DEEP_READ_DROP, MIN_FULL_ACC
 
 
 def test_smoke_counts_equal_the_formulas(smoke_runs):
@@ -84,13 +85,13 @@ def test_preconditions_fail():
         logits = broken(input_ids=ids).logits
     mask = labels[:, 1:] != -100
     acc = float((logits[:, :-1].argmax(-1)[mask] == labels[:, 1:][mask]).float().mean())
-    mass = retrieval_mass(broken, ids, labels)
-    metrics = {"base": {"acc": acc, "l0_over_deep": mass[0] / max(mass[1:])}}
+    blocked = knockout_accuracy(broken, ids, labels, 16, [1])
+    metrics = {"base": {"acc": acc, "acc_deep_blocked": blocked}}
     by_name = {c.name: c for c in CLAIM.criteria}
     for name in ("pre_full_acc", "pre_value_read_beyond_layer0"):
         c = by_name[name]
         assert not c.holds(c.statistic(metrics)), (name, metrics)
-    assert acc < MIN_FULL_ACC and mass[0] / max(mass[1:]) > MAX_L0_SHARE
+    assert acc < MIN_FULL_ACC and acc - blocked < MIN_DEEP_READ_DROP
 
 
 def test_pair_recall_layout():
@@ -114,13 +115,45 @@ def test_pair_recall_layout():
         make_pair_recall(1, 64, 6, seed=0)
 
 
+def test_repeat_segments_layout():
+    ids, labels = make_repeat_segments(16, 65, seed=0)
+    assert ids.shape == labels.shape == (16, 65) and bool((ids[:, 0] == 2).all())
+    for i in range(16):
+        pos = (labels[i] != -100).nonzero().flatten()
+        h = len(pos) + 1  # the second copy, after its first token
+        assert h >= 8 and bool((pos.diff() == 1).all())
+        start = int(pos[0]) - 1
+        copy = ids[i, start : start + h]
+        earlier = [j for j in range(1, start - h + 1) if torch.equal(ids[i, j : j + h], copy)]
+        assert earlier, "the predicted segment occurs earlier in the row"
+    assert torch.equal(make_repeat_segments(16, 65, seed=0)[0], ids)
+    with pytest.raises(ValueError, match="min_len"):
+        make_repeat_segments(1, 15, seed=0)
+
+
+def test_knockout_blocks_only_the_listed_layers():
+    """Blocking no layer is the plain forward; the shipped base loses its recall without layer 1."""
+    lm = load_base()
+    ids, labels = make_pair_recall(32, 128, 16, seed=7)
+    with torch.no_grad():
+        logits = lm(input_ids=ids).logits
+    mask = labels[:, 1:] != -100
+    acc = float((logits[:, :-1].argmax(-1)[mask] == labels[:, 1:][mask]).float().mean())
+    assert knockout_accuracy(lm, ids, labels, 16, []) == acc
+    assert acc >= 0.9
+    assert knockout_accuracy(lm, ids, labels, 16, [1]) <= acc - MIN_DEEP_READ_DROP
+    assert knockout_accuracy(lm, ids, labels, 16, [0]) >= acc - 0.2
+    with pytest.raises(ValueError, match="layers"):
+        knockout_accuracy(lm, ids, labels, 16, [2])
+
+
 def test_shipped_base_is_small_and_documented():
     files = {p.name: p.stat().st_size for p in BASE_DIR.iterdir()}
     assert {"config.json", "model.safetensors", "training.json"} <= set(files)
     assert files["model.safetensors"] < 1_000_000
     rec = training_record()
     assert rec["command"].startswith("python experiments/activation_beacon_base.py")
-    assert len(rec["losses"]) == rec["config"]["steps"]
+    assert len(rec["losses"]) == BaseTrainConfig.from_dict(rec["config"]).steps
     lm = load_base()
     assert not lm.training and lm.config.num_hidden_layers == rec["config"]["n_layer"]
 
@@ -128,7 +161,7 @@ def test_shipped_base_is_small_and_documented():
 def test_shipped_base_reproduces_first_steps(one_thread):
     """Re-running the training script's loop for its first steps gives the recorded losses."""
     rec = training_record()
-    cfg = BaseTrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in rec["config"].items()})
+    cfg = BaseTrainConfig.from_dict(rec["config"])
     n = 3
     _, losses = train_base(cfg, steps=n)
     assert losses == pytest.approx(rec["losses"][:n], abs=1e-4)

@@ -6,11 +6,14 @@ Ninglu Shao, Qiwei Ye, Zhicheng Dou. ICLR 2025, arXiv:2401.03462.
 
 from iclr25.methods.activation_beacon.base import (
     BASE_DIR,
+    BaseStage,
     BaseTrainConfig,
     PairTask,
     build_base,
+    knockout_accuracy,
     load_base,
     make_pair_recall,
+    make_repeat_segments,
     retrieval_mass,
     train_base,
 )
@@ -41,6 +44,7 @@ from iclr25.methods.activation_beacon.wrap import BeaconContext, BeaconLinear
 
 __all__ = [
     "BASE_DIR",
+    "BaseStage",
     "BaseTrainConfig",
     "BeaconCache",
     "BeaconConfig",
@@ -68,10 +72,12 @@ __all__ = [
     "chunk_lm_loss",
     "chunk_visibility",
     "full_score_entries",
+    "knockout_accuracy",
     "load_base",
     "load_beacon_config",
     "load_beacon_model",
     "make_pair_recall",
+    "make_repeat_segments",
     "ratio_schedule",
     "register_auto_classes",
     "retrieval_mass",

@@ -7,13 +7,19 @@ frozen, already pretrained LLM (Sec. 3.2, Sec. 4); this module provides such a b
 
 The task (``make_pair_recall``) places key→value pairs ``k v`` in random filler and asks for
 every value at the end of the sequence by repeating its key. A pair's value is only reachable
-through a composed circuit: an earlier layer copies each key into the next position (a
-previous-token head), and a later layer matches the queried key against it and reads the value
-(an induction head). So the value is read in layer ≥ 1, where beacon key/values carry content
-(a beacon's layer-0 key/values come from the ⟨b⟩ embedding alone).
+through a composed circuit: an earlier layer copies the pair's tokens into a later position, and
+a later layer matches the queried key against that copy and reads the value (an induction
+circuit). In layer 0 the query cannot tell the right value from the others, so the value is read
+in layer ≥ 1, where beacon key/values carry content (a beacon's layer-0 key/values come from the
+⟨b⟩ embedding alone). ``knockout_accuracy`` checks this causally, by blocking one layer's reads of
+the context from the query positions.
 
-``train_base`` is the deterministic training loop used by
-``experiments/activation_beacon_base.py``; ``load_base`` reads the shipped weights.
+Trained on pair recall alone, the tiny base sits on a plateau (it guesses among the values in the
+row) for thousands of steps. ``train_base`` therefore starts with rows holding a repeated random
+segment at a random offset (``make_repeat_segments``), where an induction circuit forms within a
+few hundred steps, and then moves to pair recall at growing lengths. It is the deterministic
+training loop of ``experiments/activation_beacon_base.py``; ``load_base`` reads the shipped
+weights.
 """
 
 from __future__ import annotations
@@ -30,11 +36,14 @@ from iclr25._core.config import param
 
 __all__ = [
     "BASE_DIR",
+    "BaseStage",
     "BaseTrainConfig",
     "PairTask",
     "build_base",
+    "knockout_accuracy",
     "load_base",
     "make_pair_recall",
+    "make_repeat_segments",
     "retrieval_mass",
     "train_base",
 ]
@@ -115,6 +124,77 @@ def make_pair_recall(
     return ids, labels
 
 
+def make_repeat_segments(
+    n: int, seq_len: int, *, seed: int, min_len: int = 8, task: PairTask = PairTask()
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Induction warm-up rows: a random segment written twice at random offsets in random tokens.
+
+    Layout of one row: ``bos``, then tokens drawn uniformly from the filler, key and value ranges.
+    A segment of ``h`` tokens (``min_len <= h <= (seq_len - 1) // 2``, drawn per row) starting at
+    a random position is copied to a random later position that does not overlap it. The second
+    copy is predicted after its first token, which can only be done by finding the first copy
+    (its distance varies from row to row, so no fixed offset works).
+
+    Args:
+        n: rows.
+        seq_len: tokens per row.
+        seed: seed of this batch (a local generator; the global RNG is untouched).
+        min_len: shortest segment.
+        task: token layout (the vocabulary is ``[task.filler[0], task.values[1])``).
+
+    Returns:
+        ``(ids, labels)``, both ``(n, seq_len)`` int64; labels are −100 outside the second copy.
+
+    Raises:
+        ValueError: the row cannot hold two segments of ``min_len`` tokens.
+    """
+    if min_len < 2 or seq_len - 1 < 2 * min_len:
+        raise ValueError(f"seq_len={seq_len} cannot hold two segments of min_len={min_len} (min_len >= 2)")
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(task.filler[0], task.values[1], (n, seq_len), generator=g)
+    ids[:, 0] = task.bos
+    labels = torch.full_like(ids, -100)
+    for i in range(n):
+        h = int(torch.randint(min_len, (seq_len - 1) // 2 + 1, (1,), generator=g))
+        first = 1 + int(torch.randint(0, seq_len - 2 * h, (1,), generator=g))
+        second = first + h + int(torch.randint(0, seq_len - first - 2 * h + 1, (1,), generator=g))
+        ids[i, second : second + h] = ids[i, first : first + h]
+        labels[i, second + 1 : second + h] = ids[i, second + 1 : second + h]
+    return ids, labels
+
+
+@dataclass(frozen=True)
+class BaseStage:
+    """One stage of the base's training schedule.
+
+    ``kind`` is ``"repeat"`` (:func:`make_repeat_segments`) or ``"pairs"``
+    (:func:`make_pair_recall` with ``n_pairs`` pairs).
+    """
+
+    kind: str
+    seq_len: int
+    steps: int
+    batch_size: int
+    n_pairs: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("repeat", "pairs"):
+            raise ValueError(f"stage kind must be 'repeat' or 'pairs', got {self.kind!r}")
+        if self.seq_len <= 0 or self.steps < 0 or self.batch_size <= 0:
+            raise ValueError(f"stage needs positive seq_len and batch_size and steps >= 0, got {self}")
+        if self.kind == "pairs" and self.n_pairs <= 0:
+            raise ValueError(f"a 'pairs' stage needs n_pairs > 0, got {self.n_pairs}")
+
+
+#: The shipped schedule: induction warm-up on repeated segments, then pair recall at growing L.
+BASE_SCHEDULE = (
+    BaseStage("repeat", 65, 400, 64),
+    BaseStage("pairs", 128, 200, 32, n_pairs=4),
+    BaseStage("pairs", 256, 200, 16, n_pairs=8),
+    BaseStage("pairs", 512, 300, 8, n_pairs=4),
+)
+
+
 @dataclass(frozen=True)
 class BaseTrainConfig:
     """Architecture and training of the shipped base."""
@@ -125,20 +205,33 @@ class BaseTrainConfig:
     n_kv_head: int = param(2, doc="key/value heads (GQA)", source="paper: spec, 2 KV heads")
     intermediate: int = param(128, doc="MLP width", source="deviation: toy base")
     max_positions: int = param(1024, doc="Llama max positions", source="deviation: toy base")
-    seq_len: int = param(256, doc="training length L (the claim scores at 512)", source="deviation: CPU time")
     query_len: int = param(16, doc="final query span (= the claim's chunk w)", source="deviation: w=16")
-    n_pairs: int = param(
-        8, doc="pairs per training row (more answers per step)", source="deviation: toy base"
+    stages: tuple[BaseStage, ...] = param(
+        BASE_SCHEDULE,
+        doc="training stages, run in order (repeated-segment warm-up, then pair recall at growing L)",
+        source="deviation: toy base; pair recall alone stays on its plateau (README, Diagnosis)",
     )
-    steps: int = param(2000, doc="AdamW steps", source="deviation: to convergence on the toy task")
-    batch_size: int = param(16, doc="rows per step", source="deviation: toy base")
-    lr: float = param(
-        3e-3, doc="peak learning rate (linear warm-up, cosine decay)", source="deviation: toy base"
-    )
-    warmup: int = param(100, doc="warm-up steps", source="deviation: toy base")
+    lr: float = param(3e-3, doc="learning rate (linear warm-up, then constant)", source="deviation: toy base")
+    warmup: int = param(50, doc="warm-up steps", source="deviation: toy base")
     seed: int = param(
         0, doc="seed of the initialisation and of the data stream", source="deviation: toy base"
     )
+
+    def __post_init__(self) -> None:
+        if not self.stages:
+            raise ValueError("stages must not be empty")
+
+    @property
+    def steps(self) -> int:
+        """Total AdamW steps over all stages."""
+        return sum(st.steps for st in self.stages)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BaseTrainConfig:
+        """Inverse of :func:`config_dict` (as stored in ``training.json``)."""
+        d = dict(d)
+        d["stages"] = tuple(BaseStage(**st) for st in d["stages"])
+        return cls(**d)
 
 
 def build_base(cfg: BaseTrainConfig) -> LlamaForCausalLM:
@@ -164,10 +257,14 @@ def build_base(cfg: BaseTrainConfig) -> LlamaForCausalLM:
 
 
 def _lr_at(step: int, cfg: BaseTrainConfig) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * 0.5 * (1.0 + torch.cos(torch.tensor(t * torch.pi)).item())
+    return cfg.lr * min(1.0, (step + 1) / cfg.warmup)
+
+
+def _stage_batch(st: BaseStage, cfg: BaseTrainConfig, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if st.kind == "repeat":
+        return make_repeat_segments(st.batch_size, st.seq_len, seed=seed)
+    task = PairTask(n_pairs=st.n_pairs)
+    return make_pair_recall(st.batch_size, st.seq_len, cfg.query_len, seed=seed, task=task)
 
 
 def train_base(
@@ -176,11 +273,11 @@ def train_base(
     steps: int | None = None,
     log: Callable[[int, float], None] | None = None,
 ) -> tuple[LlamaForCausalLM, list[float]]:
-    """Train the base with full attention on :func:`make_pair_recall` (answer tokens only).
+    """Train the base with full attention through ``cfg.stages`` (labelled tokens only).
 
-    Deterministic for a given ``cfg`` on one thread: batch ``s`` uses data seed
-    ``cfg.seed * 1_000_003 + s``. ``steps`` stops early (the learning-rate schedule stays that
-    of ``cfg.steps``), so a short run reproduces the first losses of the full one.
+    Deterministic for a given ``cfg`` on one thread: step ``s`` (counted over all stages) uses
+    data seed ``cfg.seed * 1_000_003 + s``. One AdamW optimiser runs through every stage. ``steps``
+    stops early, so a short run reproduces the first losses of the full one.
 
     Args:
         cfg: architecture and training settings.
@@ -196,15 +293,13 @@ def train_base(
     model = build_base(cfg)
     model.config._attn_implementation = "sdpa"  # training speed; the maps are the same maths
     model.train()
-    task = PairTask(n_pairs=cfg.n_pairs)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
+    stage_of = [st for st in cfg.stages for _ in range(st.steps)]
     losses: list[float] = []
     for s in range(n):
         for group in opt.param_groups:
             group["lr"] = _lr_at(s, cfg)
-        ids, labels = make_pair_recall(
-            cfg.batch_size, cfg.seq_len, cfg.query_len, seed=cfg.seed * 1_000_003 + s, task=task
-        )
+        ids, labels = _stage_batch(stage_of[s], cfg, cfg.seed * 1_000_003 + s)
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()
@@ -229,6 +324,64 @@ def load_base(directory: str | Path = BASE_DIR) -> LlamaForCausalLM:
             raise FileNotFoundError(f"base folder {str(d)!r} has no {f}")
     model = LlamaForCausalLM.from_pretrained(d, local_files_only=True, attn_implementation="eager")
     return model.eval()
+
+
+def _block_context_hook(query_len: int):
+    """A pre-hook for ``self_attn`` that stops the last ``query_len`` positions from reading the
+    context before them (bos at position 0 stays visible as the attention sink)."""
+
+    def hook(module, args, kwargs):
+        h = kwargs["hidden_states"]
+        b, length = h.shape[:2]
+        neg = torch.finfo(h.dtype).min
+        mask = torch.full((length, length), neg, dtype=h.dtype, device=h.device).triu(1)
+        mask[length - query_len :, 1 : length - query_len] = neg
+        kwargs["attention_mask"] = mask.expand(b, 1, length, length)
+        return args, kwargs
+
+    return hook
+
+
+@torch.no_grad()
+def knockout_accuracy(
+    model: LlamaForCausalLM, ids: torch.Tensor, labels: torch.Tensor, query_len: int, layers: list[int]
+) -> float:
+    """Answer accuracy when ``layers`` cannot read the context from the query span.
+
+    In each listed layer, attention from the last ``query_len`` positions to the context before
+    them (positions ``1 .. L - query_len - 1``) is masked out; every other layer and position
+    attends as usual. If the recall survives blocking layers ≥ 1 in this way, the value reached
+    the query in layer 0; if it collapses, the value is read beyond layer 0.
+
+    Args:
+        model: a stock Llama with eager attention (the hook replaces its 4-D additive mask).
+        ids: (B, L) rows of :func:`make_pair_recall`, answers within the last ``query_len``.
+        labels: (B, L) its labels.
+        query_len: length of the final query span.
+        layers: indices of the layers to block.
+
+    Returns:
+        Accuracy on the labelled tokens, in [0, 1].
+
+    Raises:
+        ValueError: the model does not use eager attention, or a layer index is out of range.
+    """
+    if model.config._attn_implementation != "eager":
+        raise ValueError("knockout_accuracy needs eager attention (load_base gives it)")
+    blocks = model.model.layers
+    if any(not 0 <= i < len(blocks) for i in layers):
+        raise ValueError(f"layers must be in [0, {len(blocks)}), got {layers}")
+    handles = [
+        blocks[i].self_attn.register_forward_pre_hook(_block_context_hook(query_len), with_kwargs=True)
+        for i in layers
+    ]
+    try:
+        logits = model(input_ids=ids).logits
+    finally:
+        for hd in handles:
+            hd.remove()
+    mask = labels[:, 1:] != -100
+    return float((logits[:, :-1].argmax(-1)[mask] == labels[:, 1:][mask]).float().mean())
 
 
 def training_record(directory: str | Path = BASE_DIR) -> dict:
