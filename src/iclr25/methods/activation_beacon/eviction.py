@@ -79,7 +79,7 @@ class SnapKV(nn.Module):
         self.lm.config._attn_implementation = "eager"  # attention weights are needed
         try:
             pre = self.lm(input_ids=input_ids[:, :ctx], use_cache=True)
-            full = pre.get("cache", pre.get("past_key_values"))
+            full = pre["cache"] if "cache" in pre else pre["past_key_values"]
             key = _cache_kwarg(self.lm)
             n_kv = full.layers[0].keys.shape[1]
             obs_cache = DynamicCache()
