@@ -118,7 +118,13 @@ class ClaimConfig:
         doc="length of the beacon training rows (8 chunks)",
         source="deviation: CPU budget; the paper also trains shorter than it evaluates (20K -> 128K)",
     )
-    n_pairs: int = param(4, doc="key→value pairs per row", source="deviation: toy task")
+    n_pairs: int = param(4, doc="key→value pairs per scored row", source="deviation: toy task")
+    train_pairs: int = param(
+        12,
+        doc="key→value pairs per beacon training row (their query span grows to hold them)",
+        source="deviation: answer-only loss; denser answers stand in for the paper's loss on every "
+        "token (with 4 pairs the loss stays near chance for 1,000+ steps, README Diagnosis)",
+    )
     ratios: tuple[int, ...] = param((2, 4, 8), doc="training ratios α", source="paper: fine-tuning list")
     eval_ratio: int = param(8, doc="α of the gated quality comparison", source="paper: headline α=8")
     sink_size: int = param(1, doc="sink tokens", source="paper: code, sink=1")
@@ -139,7 +145,8 @@ class ClaimConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in ("seq_len", "window", "train_len", "n_pairs", "batch_size", "n_eval", "n_attention_rows"):
+        sizes = ("seq_len", "window", "train_len", "n_pairs", "train_pairs", "batch_size", "n_eval")
+        for name in (*sizes, "n_attention_rows"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("seq_len", "train_len"):
