@@ -105,8 +105,6 @@ def _train_beacon(bm, cfg: ClaimConfig, seed: int, progress: ProgressFn) -> list
         loss = bm(ids, labels=labels).loss  # step-random α from cfg.ratios
         opt.zero_grad()
         loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         opt.step()
         losses.append(loss.detach().item())
     progress("training beacons", steps, steps)

@@ -133,11 +133,6 @@ class ClaimConfig:
     )
     batch_size: int = param(16, doc="rows per beacon training step", source="deviation: CPU budget")
     lr_beacon: float = param(3e-3, doc="AdamW learning rate of beacon parameters", source="deviation: tiny")
-    grad_clip: float = param(
-        1.0,
-        doc="largest gradient norm of a beacon step (0 = no clipping)",
-        source="paper: code trains with the transformers Trainer, whose max_grad_norm is 1.0",
-    )
     n_eval: int = param(512, doc="held-out sequences", source="paper: spec G4, 512 sequences")
     n_attention_rows: int = param(
         64, doc="held-out rows for the retrieval attention mass per layer", source="deviation: memory"
@@ -160,8 +155,6 @@ class ClaimConfig:
                     f"{name} must be a multiple of window={self.window} with >= 3 chunks, "
                     f"got {getattr(self, name)}"
                 )
-        if self.grad_clip < 0:
-            raise ValueError(f"grad_clip must be non-negative, got {self.grad_clip}")
         if self.beacon_steps < 0:
             raise ValueError(f"beacon_steps must be non-negative, got {self.beacon_steps}")
         for name in ("eval_ratio", "count_ratio"):
