@@ -102,6 +102,8 @@ def _train_beacon(bm, cfg: ClaimConfig, seed: int, progress: ProgressFn) -> list
         ids, labels = make_pair_recall(
             cfg.batch_size, cfg.train_len, query_len, seed=seed * 100003 + 50000 + step, task=task
         )
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr_beacon * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
         loss = bm(ids, labels=labels).loss  # step-random α from cfg.ratios
         opt.zero_grad()
         loss.backward()

@@ -133,6 +133,11 @@ class ClaimConfig:
     )
     batch_size: int = param(16, doc="rows per beacon training step", source="deviation: CPU budget")
     lr_beacon: float = param(3e-3, doc="AdamW learning rate of beacon parameters", source="deviation: tiny")
+    warmup_steps: int = param(
+        100,
+        doc="linear warm-up of the beacon learning rate",
+        source="deviation: without it one seed in three stays at chance (README, Diagnosis)",
+    )
     n_eval: int = param(512, doc="held-out sequences", source="paper: spec G4, 512 sequences")
     n_attention_rows: int = param(
         64, doc="held-out rows for the retrieval attention mass per layer", source="deviation: memory"
@@ -155,6 +160,8 @@ class ClaimConfig:
                     f"{name} must be a multiple of window={self.window} with >= 3 chunks, "
                     f"got {getattr(self, name)}"
                 )
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be non-negative, got {self.warmup_steps}")
         if self.beacon_steps < 0:
             raise ValueError(f"beacon_steps must be non-negative, got {self.beacon_steps}")
         for name in ("eval_ratio", "count_ratio"):
