@@ -34,7 +34,15 @@ from iclr25.methods.bigr.probe import (
     train_evaluator,
 )
 from iclr25.methods.bigr.sampling import SampleOutput, generate, outpaint_mask, unmask_schedule
-from iclr25.methods.bigr.tokenizer import BernoulliQuantizer, BinaryAutoencoder, BinaryCodes, train_tokenizer
+from iclr25.methods.bigr.tokenizer import (
+    SHAPES_TOKENIZER,
+    BernoulliQuantizer,
+    BinaryAutoencoder,
+    BinaryCodes,
+    load_tokenizer,
+    save_tokenizer,
+    train_tokenizer,
+)
 from iclr25.methods.bigr.transcoder import (
     BernoulliTranscoder,
     BitHead,
@@ -48,6 +56,7 @@ from iclr25.methods.bigr.transcoder import (
 )
 
 __all__ = [
+    "SHAPES_TOKENIZER",
     "BernoulliQuantizer",
     "BernoulliTranscoder",
     "BiGR",
@@ -78,6 +87,7 @@ __all__ = [
     "l_d32_512",
     "linear_probe",
     "load_state",
+    "load_tokenizer",
     "masked_count",
     "outpaint_mask",
     "pack_bits",
@@ -87,6 +97,7 @@ __all__ = [
     "rope_2d",
     "sample_timesteps",
     "save_checkpoint",
+    "save_tokenizer",
     "timestep_embedding",
     "tiny",
     "train_bigr",

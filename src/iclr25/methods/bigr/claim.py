@@ -46,6 +46,7 @@ from iclr25.methods.bigr import (
     fid_proxy,
     generate,
     linear_probe,
+    load_tokenizer,
     precision_recall,
     train_bigr,
     train_evaluator,
@@ -122,6 +123,34 @@ def _ae_config(cfg: ClaimConfig) -> BinaryAEConfig:
         nf=cfg.ae_nf, ch_mult=ch_mult, num_res_blocks=1, attn_resolutions=(), emb_dim=64,
         code_dim=cfg.code_dim, resolution=cfg.image_size, code_weight=cfg.ae_code_weight,
     )  # fmt: skip
+
+
+def _tokenizer(
+    cfg: ClaimConfig, Xtr: torch.Tensor, gen: torch.Generator, progress: ProgressFn
+) -> BinaryAutoencoder:
+    """The shipped shapes-world B-AE, or one trained on ``Xtr`` (digits, or ``tokenizer="train"``)."""
+    if cfg.tokenizer == "shipped" and cfg.dataset == "shapes":
+        ae = load_tokenizer()
+        want = {"resolution": cfg.image_size, "code_dim": cfg.code_dim, "downsample": cfg.ae_downsample}
+        have = {
+            "resolution": ae.cfg.resolution,
+            "code_dim": ae.cfg.code_dim,
+            "downsample": 2 ** (len(ae.cfg.ch_mult) - 1),
+        }
+        if want != have:
+            raise ValueError(
+                f"the shipped tokenizer has {have}, this config asks for {want}; "
+                "use --set tokenizer=train or train one with experiments/bigr_tokenizer.py"
+            )
+        return ae
+    if cfg.tokenizer not in ("shipped", "train"):
+        raise ValueError(f"tokenizer must be 'shipped' or 'train', got {cfg.tokenizer!r}")
+    ae = BinaryAutoencoder(_ae_config(cfg))
+    train_tokenizer(
+        ae, Xtr, steps=cfg.ae_steps, batch_size=cfg.ae_batch, lr=cfg.ae_lr, generator=gen,
+        progress=lambda d, t: progress("tokenizer", d, t),
+    )  # fmt: skip
+    return ae
 
 
 def _tokens(bits: torch.Tensor) -> torch.Tensor:
@@ -203,11 +232,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     )
 
     # tokenizer, shared by every arm
-    ae = BinaryAutoencoder(_ae_config(cfg))
-    train_tokenizer(
-        ae, Xtr, steps=cfg.ae_steps, batch_size=cfg.ae_batch, lr=cfg.ae_lr, generator=gen,
-        progress=lambda d, t: progress("tokenizer", d, t),
-    )  # fmt: skip
+    ae = _tokenizer(cfg, Xtr, gen, progress)
     p_tr, p_va, p_te = (_encode_probs(ae, x) for x in (Xtr, Xva, Xte))
     grid = _grid(cfg)
     rec_te = _decode(ae, (p_te > 0.5).float(), grid)

@@ -249,6 +249,12 @@ class ClaimConfig:
         source="deviation: pilot on seed 100 (raw-pixel probe 0.66 <= 0.70 without noise)",
     )
     code_dim: int = param(10, doc="K: bits per token", source="deviation: K <= 12 so AR can use 2^K ids")
+    tokenizer: Literal["shipped", "train"] = param(
+        "shipped",
+        doc="shapes: load the shipped B-AE (trained once, seed 100) or train one per seed "
+        "(ae_* fields); digits always trains one",
+        source="paper: one pre-trained tokenizer shared by every generator",
+    )
     ae_downsample: int = param(
         4, doc="B-AE spatial reduction (2: 8 x 8 tokens, 4: 4 x 4)", source="deviation: pilot on seed 100"
     )

@@ -9,9 +9,13 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 from collections.abc import Callable
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +23,20 @@ from torch import nn
 
 from iclr25.methods.bigr.config import BinaryAEConfig
 
-__all__ = ["BernoulliQuantizer", "BinaryAutoencoder", "BinaryCodes", "train_tokenizer"]
+__all__ = [
+    "SHAPES_TOKENIZER",
+    "BernoulliQuantizer",
+    "BinaryAutoencoder",
+    "BinaryCodes",
+    "load_tokenizer",
+    "save_tokenizer",
+    "train_tokenizer",
+]
+
+#: The B-AE shipped for the claim's 16 x 16 shapes world (``config.json``, ``bae.pt`` in the
+#: official ``{"model", "ema"}`` layout, ``training.json``); ``experiments/bigr_tokenizer.py``
+#: writes it.
+SHAPES_TOKENIZER = Path(__file__).parent / "data" / "bae_shapes16"
 
 
 class BinaryCodes(NamedTuple):
@@ -247,3 +264,37 @@ def train_tokenizer(
             progress(step + 1, steps)
     ae.eval()
     return losses
+
+
+def save_tokenizer(
+    ae: BinaryAutoencoder, directory: str | os.PathLike[str], *, training: dict[str, Any] | None = None
+) -> Path:
+    """Write ``config.json``, ``bae.pt`` (``{"model", "ema"}``) and, if given, ``training.json``.
+
+    Returns:
+        The folder.
+    """
+    from iclr25.methods.bigr.checkpoint import save_checkpoint
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(dataclasses.asdict(ae.cfg), indent=1) + "\n")
+    save_checkpoint(d / "bae.pt", ae)
+    if training is not None:
+        (d / "training.json").write_text(json.dumps(training, indent=1) + "\n")
+    return d
+
+
+def load_tokenizer(directory: str | os.PathLike[str] = SHAPES_TOKENIZER) -> BinaryAutoencoder:
+    """A B-AE saved by :func:`save_tokenizer` (by default the shipped shapes-world one), eval mode.
+
+    Raises:
+        FileNotFoundError: the folder lacks ``config.json`` or ``bae.pt``.
+    """
+    d = Path(directory)
+    for f in ("config.json", "bae.pt"):
+        if not (d / f).is_file():
+            raise FileNotFoundError(f"tokenizer folder {str(d)!r} has no {f}")
+    raw = json.loads((d / "config.json").read_text())
+    cfg = BinaryAEConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    return BinaryAutoencoder.from_pretrained(str(d / "bae.pt"), cfg).eval()
