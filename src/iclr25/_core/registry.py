@@ -173,7 +173,7 @@ REGISTRY: dict[str, Entry] = {
             claim="masked binary-code generator: better linear probe than causal AR, fewer passes",
             extra="bigr",
             smoke_s=30.0,
-            full_s=250.0,
+            full_s=280.0,
         ),
         Entry(
             name="wicked_oddities",

@@ -609,7 +609,7 @@ CLAIM = Claim(
     criteria=_CRITERIA,
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=30.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=250.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=280.0),
     },
     run_fn=run,
     headline="probe_margin",

@@ -275,7 +275,11 @@ class ClaimConfig:
     diffusion_steps: int = param(
         16, doc="reverse steps at sampling", source="deviation: CPU scale (paper 100)"
     )
-    steps: int = param(400, doc="AdamW steps of every generator", source="deviation: CPU scale")
+    steps: int = param(
+        1000,
+        doc="AdamW steps of every generator",
+        source="deviation: CPU scale, the spec's lower end (400 before the tokenizer was shipped)",
+    )
     batch_size: int = param(
         64, doc="batch size of every generator", source="deviation: CPU scale (paper 512)"
     )
