@@ -48,7 +48,7 @@ def main() -> None:
     )
     model.eval()
     labels = torch.arange(args.images) % n_cls
-    n, k = model.config.num_tokens, model.config.code_dim
+    n, k = model.cfg.num_tokens, model.cfg.code_dim
     bits = torch.zeros(args.images, n, k)
     mask = torch.ones(args.images, n, dtype=torch.bool)
     with torch.no_grad():
