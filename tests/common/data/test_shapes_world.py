@@ -90,6 +90,24 @@ def test_golden_digest_is_tied_to_the_generator_version() -> None:
     assert digest == GOLDEN[GENERATOR_VERSION]
 
 
+def test_batch_arrays_equal_the_items_for_any_number_of_workers() -> None:
+    world = ShapesWorld(ALL_STYLES, seed=2)
+    one = world.panoptic_arrays(6, split="val", start=3)
+    two = world.panoptic_arrays(6, split="val", start=3, workers=2)
+    for k in range(6):
+        r = world.panoptic(3 + k, split="val")
+        assert np.array_equal(one[0][k], r.image) and np.array_equal(one[2][k], r.instance)
+        assert np.array_equal(one[1][k], r.semantic)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two, strict=True))
+    X1, y1 = world.classification_arrays(5, workers=2)
+    X2, y2 = world.classification_arrays(5)
+    assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+    with pytest.raises(ValueError, match="workers"):
+        world.panoptic_arrays(4, workers=0)
+    with pytest.raises(ValueError, match="label scheme"):
+        world.classification_arrays(4, label_scheme="hue")
+
+
 def test_seeds_and_splits_differ() -> None:
     a = ShapesWorld(WorldConfig(image_size=16), seed=0)
     b = ShapesWorld(WorldConfig(image_size=16), seed=1)
@@ -128,6 +146,12 @@ def test_polygons_equal_a_brute_force_point_in_polygon(shape: str) -> None:
     got = inside(shape, u, v)
     want = np.array([[brute(float(x), float(y)) for x in pts] for y in pts])
     assert np.array_equal(got, want)
+    # The row-and-column grid takes the scanline path; it must agree point for point, also on
+    # coordinates that hit vertices exactly.
+    grid = np.unique(np.concatenate([pts, POLYGONS[shape].ravel()]))
+    assert np.array_equal(
+        inside(shape, grid[None, :], grid[:, None]), inside(shape, *np.meshgrid(grid, grid))
+    )
 
 
 # ----- masks --------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ below the config's minimum (its own, or an earlier object's once it is placed) i
 
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import dataclass
 
@@ -188,13 +189,20 @@ def background_image(bg: Background, size: int) -> np.ndarray:
     return np.clip(img, 0.0, 255.0)
 
 
+@functools.lru_cache(maxsize=64)
 def object_layer(obj: Object, size: int, supersample: int) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """An object's colour layer and opacity over its pixel block: ``(layer, alpha, row0, col0)``."""
+    """An object's colour layer and opacity over its pixel block: ``(layer, alpha, row0, col0)``.
+
+    Cached (the arrays are read-only), so rendering a scene reuses what sampling it computed for
+    the visibility check.
+    """
     margin = float(np.ceil(3 * max(0.8, obj.radius / 5.0))) if obj.style == "blurred" else 0.0
     cov, r0, c0 = coverage_crop(
         obj.shape, obj.center, obj.radius, size, supersample=supersample, rotation=obj.rotation, margin=margin
     )
     layer, alpha = style_layer(obj.style, cov, obj.rgb, obj.radius, r0, c0, obj.style_seed)
+    layer.flags.writeable = False
+    alpha.flags.writeable = False
     return layer, alpha, r0, c0
 
 
