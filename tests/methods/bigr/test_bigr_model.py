@@ -15,6 +15,8 @@ from iclr25.methods.bigr import (
     BinaryAEConfig,
     BinaryAutoencoder,
     CausalAR,
+    FeatureNet,
+    PerceptualLoss,
     SamplerConfig,
     TranscoderConfig,
     apply_rope,
@@ -27,6 +29,8 @@ from iclr25.methods.bigr import (
     rope_2d,
     save_checkpoint,
     tiny,
+    train_feature_net,
+    train_tokenizer,
     unmask_schedule,
     unpack_bits,
 )
@@ -92,6 +96,47 @@ def test_autoencoder_norms_keep_channel_means_at_small_widths() -> None:
     paper = BinaryAutoencoder(BinaryAEConfig(nf=128, ch_mult=(1, 2), num_res_blocks=1, attn_resolutions=(),
                                              emb_dim=16, code_dim=6, resolution=8))  # fmt: skip
     assert {m.num_groups for m in paper.modules() if isinstance(m, torch.nn.GroupNorm)} == {32}
+
+
+def test_perceptual_loss_is_a_distance_whose_gradient_reaches_only_the_image() -> None:
+    torch.manual_seed(0)
+    loss = PerceptualLoss(FeatureNet(4, widths=(4, 8, 8))).train()
+    assert not loss.net.training
+    x = torch.rand(3, 3, 16, 16) * 2 - 1
+    x_hat = (x + 0.3 * torch.randn_like(x)).requires_grad_()
+    d = loss(x_hat, x)
+    assert float(loss(x, x)) == 0.0 and float(d) > 0.0
+    d.backward()
+    assert x_hat.grad is not None and x_hat.grad.abs().sum() > 0
+    assert all(p.grad is None for p in loss.net.parameters())
+    with pytest.raises(ValueError, match="equal shapes"):
+        loss(x[:2], x)
+
+
+def test_feature_net_learns_and_train_tokenizer_uses_the_perceptual_term() -> None:
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 2, (64,), generator=gen)
+    x = torch.randn(64, 3, 8, 8, generator=gen) * 0.1 + (2 * y.float() - 1)[:, None, None, None]
+    torch.manual_seed(0)
+    net = train_feature_net(x, y, 2, steps=30, batch_size=16, generator=gen)
+    assert not net.training and float((net(x).argmax(-1) == y).float().mean()) > 0.9
+    cfg = BinaryAEConfig(nf=8, ch_mult=(1, 2), num_res_blocks=1, attn_resolutions=(), emb_dim=8, code_dim=4,
+                         resolution=8)  # fmt: skip
+    calls = []
+
+    def counted(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        calls.append(a.shape)
+        return PerceptualLoss(net)(a, b)
+
+    ae = BinaryAutoencoder(cfg)
+    with_term = train_tokenizer(ae, x, steps=3, batch_size=4, generator=gen, perceptual=counted)
+    assert len(calls) == 3 and len(with_term) == 3
+    train_tokenizer(ae, x, steps=2, batch_size=4, generator=gen, perceptual=counted, perceptual_weight=0.0)
+    assert len(calls) == 3  # weight 0 skips the term
+    with pytest.raises(ValueError, match="perceptual_weight"):
+        train_tokenizer(ae, x, steps=1, perceptual=counted, perceptual_weight=-1.0)
+    with pytest.raises(ValueError, match="labels"):
+        train_feature_net(x, y[:3], 2, steps=1)
 
 
 def test_masked_count_schedule_in_range() -> None:

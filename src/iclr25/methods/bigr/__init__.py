@@ -24,6 +24,7 @@ from iclr25.methods.bigr.config import (
     xxl_d32,
 )
 from iclr25.methods.bigr.model import BiGR, check_bits, masked_count, train_bigr
+from iclr25.methods.bigr.perceptual import FeatureNet, PerceptualLoss, train_feature_net
 from iclr25.methods.bigr.pipeline import BiGRPipeline, PipelineOutput
 from iclr25.methods.bigr.probe import (
     Evaluator,
@@ -69,7 +70,9 @@ __all__ = [
     "CausalAR",
     "ClaimConfig",
     "Evaluator",
+    "FeatureNet",
     "LlamaBackbone",
+    "PerceptualLoss",
     "PipelineOutput",
     "SampleOutput",
     "SamplerConfig",
@@ -102,6 +105,7 @@ __all__ = [
     "tiny",
     "train_bigr",
     "train_evaluator",
+    "train_feature_net",
     "train_tokenizer",
     "unmask_schedule",
     "unpack_bits",

@@ -260,7 +260,9 @@ class ClaimConfig:
     )
     ae_nf: int = param(16, doc="B-AE base width", source="deviation: CPU scale (paper 128)")
     ae_batch: int = param(32, doc="B-AE batch size", source="deviation: CPU scale")
-    ae_steps: int = param(600, doc="B-AE training steps (L1 loss)", source="deviation: CPU scale")
+    ae_steps: int = param(
+        600, doc="B-AE training steps with tokenizer=train (L1 loss)", source="deviation: CPU scale"
+    )
     ae_lr: float = param(3e-3, doc="B-AE Adam learning rate", source="deviation: pilot on seed 100")
     ae_code_weight: float = param(
         0.0,

@@ -225,10 +225,12 @@ def train_tokenizer(
     lr: float = 2e-3,
     generator: torch.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
+    perceptual: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    perceptual_weight: float = 1.0,
 ) -> list[float]:
-    """Train a B-AE with the L1 reconstruction loss (+ ``code_weight`` * mean p(1 - p)).
+    """Train a B-AE with L1 (+ ``perceptual_weight`` * perceptual) (+ ``code_weight`` * mean p(1 - p)).
 
-    The paper adds LPIPS and a patch GAN at full scale; this CPU trainer keeps the L1 term only.
+    The paper's loss is L1 + LPIPS (weight 1) + a patch GAN; this trainer has no GAN term.
 
     Args:
         ae: the model (trained in place).
@@ -238,12 +240,17 @@ def train_tokenizer(
         lr: Adam learning rate.
         generator: RNG of batches and Bernoulli draws.
         progress: ``progress(done, total)`` called every 50 steps.
+        perceptual: ``perceptual(x_hat, x)`` -> scalar, e.g. a
+            :class:`~iclr25.methods.bigr.perceptual.PerceptualLoss` or an LPIPS module; None for L1 only.
+        perceptual_weight: its weight.
 
     Returns:
         The loss of every step.
     """
     if steps < 1 or batch_size < 1:
         raise ValueError("steps and batch_size must be >= 1")
+    if perceptual_weight < 0:
+        raise ValueError(f"perceptual_weight must be non-negative, got {perceptual_weight}")
     opt = torch.optim.Adam(ae.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     losses = []
@@ -253,6 +260,8 @@ def train_tokenizer(
         x = images[idx]
         x_hat, codes = ae(x, generator=generator)
         loss = (x_hat - x).abs().mean()
+        if perceptual is not None and perceptual_weight:
+            loss = loss + perceptual_weight * perceptual(x_hat, x)
         if ae.cfg.code_weight:
             loss = loss + ae.cfg.code_weight * (codes.probs * (1 - codes.probs)).mean()
         opt.zero_grad()
