@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from iclr25.methods.bigr.probe import fit_classifier
 
 __all__ = ["FeatureNet", "PerceptualLoss", "train_feature_net"]
 
@@ -80,22 +81,9 @@ def train_feature_net(
     progress: Callable[[int, int], None] | None = None,
 ) -> FeatureNet:  # fmt: skip
     """Train a :class:`FeatureNet` with cross-entropy on images in [-1, 1] (n, C, H, W); eval mode."""
-    if steps < 1 or batch_size < 1:
-        raise ValueError("steps and batch_size must be >= 1")
-    if len(images) != len(labels):
-        raise ValueError(f"{len(images)} images but {len(labels)} labels")
     net = FeatureNet(num_classes, in_channels=images.shape[1])
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    net.train()
-    for step in range(steps):
-        idx = torch.randint(0, len(images), (batch_size,), generator=generator)
-        loss = F.cross_entropy(net(images[idx]), labels[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if progress and (step + 1) % 100 == 0:
-            progress(step + 1, steps)
-    return net.eval()
+    return fit_classifier(net, images, labels, steps=steps, batch_size=batch_size, lr=lr,
+                          generator=generator, progress=progress)  # fmt: skip
 
 
 class PerceptualLoss(nn.Module):

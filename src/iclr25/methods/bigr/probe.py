@@ -12,6 +12,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -22,10 +23,14 @@ __all__ = [
     "Evaluator",
     "conditional_accuracy",
     "fid_proxy",
+    "fit_classifier",
     "linear_probe",
     "precision_recall",
     "train_evaluator",
 ]
+
+
+_Net = TypeVar("_Net", bound=nn.Module)
 
 
 def linear_probe(
@@ -105,6 +110,19 @@ def train_evaluator(
 ) -> Evaluator:  # fmt: skip
     """Train the evaluator CNN on real images in [-1, 1] (n, C, H, W) with cross-entropy."""
     net = Evaluator(num_classes, in_channels=images.shape[1])
+    return fit_classifier(net, images, labels, steps=steps, batch_size=batch_size, lr=lr,
+                          generator=generator, progress=progress)  # fmt: skip
+
+
+def fit_classifier(
+    net: _Net, images: torch.Tensor, labels: torch.Tensor, *, steps: int, batch_size: int, lr: float,
+    generator: torch.Generator | None = None, progress: Callable[[int, int], None] | None = None,
+) -> _Net:  # fmt: skip
+    """Adam on the cross-entropy of random batches; returns ``net`` in eval mode."""
+    if steps < 1 or batch_size < 1:
+        raise ValueError("steps and batch_size must be >= 1")
+    if len(images) != len(labels):
+        raise ValueError(f"{len(images)} images but {len(labels)} labels")
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     net.train()
     for step in range(steps):
