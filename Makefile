@@ -10,16 +10,19 @@ FRESH  ?=
 ARGS   ?=
 REPORT ?= $(lastword $(sort $(wildcard reports/*)))
 
-.PHONY: setup check test lint format report clean
+LOCK   := requirements.lock
 
-setup: $(STAMP)  ## build .venv with the pinned torch, then the package with every extra
+.PHONY: setup check test lint format report lock clean
 
-# Re-run only when the project's dependencies change (the stamp is newer than pyproject.toml).
-$(STAMP): pyproject.toml Makefile
+setup: $(STAMP)  ## build .venv with the pinned torch, then the package with every extra, at the locked versions
+
+# Re-run only when the project's dependencies change (the stamp is newer than pyproject.toml or the lock).
+# Every package is installed at the exact version requirements.lock records (`make lock` regenerates it).
+$(STAMP): pyproject.toml $(LOCK) Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1
-	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	$(BIN)/python -m pip install -q -c $(LOCK) -e '.[all,dev]'
 	@# gense synthesises its speech with espeak-ng (a Debian package); without it, its tests skip
 	@if command -v espeak-ng >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
@@ -48,5 +51,15 @@ report: setup  ## re-render the newest report and refresh the README tables from
 	@test -n "$(REPORT)" || { echo "no report under reports/; run make check first"; exit 2; }
 	$(BIN)/iclr25 report $(REPORT) --update-readme
 
+# Resolve pyproject.toml's ranges afresh in a throwaway environment and record the exact versions.
+lock:  ## regenerate requirements.lock (then commit it; make setup installs from it)
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q --upgrade pip
+	.venv-lock/bin/python -m pip install -q torch==2.14.1 torchvision==0.29.1
+	.venv-lock/bin/python -m pip install -q '.[all,dev]'
+	{ echo "# Exact versions make setup installs; regenerate with: make lock"; \
+	  .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^iclr25[=@ ]'; } > $(LOCK)
+	rm -rf .venv-lock build src/*.egg-info
+
 clean:
-	rm -rf $(VENV) reports .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-lock reports .pytest_cache .ruff_cache

@@ -73,12 +73,16 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch):
         full_s=0.1,
         long_s=0.3,
         demo="fake_claim:demo",
+        artefacts=(registry.Artefact("fake", "toy", "fake_claim:pretrain_fake", "a scalar", expected_s=1.0),),
     )
     table["fake_broken"] = registry.Entry(
         "fake_broken", "fake_claim:BROKEN", "A fake paper", "always raises", smoke_s=0.1
     )
     table["fake_interrupt"] = registry.Entry(
         "fake_interrupt", "fake_claim:INTERRUPTED", "A fake paper", "Ctrl-C", smoke_s=0.1
+    )
+    table["fake_wide"] = registry.Entry(
+        "fake_wide", "fake_claim:WIDE", "A fake paper", "two threads", smoke_s=0.1, threads=2
     )
     table["fake_extra"] = registry.Entry(
         "fake_extra", "fake_claim_needs_extra:CLAIM", "A fake paper", "needs an extra", extra="fakeextra"

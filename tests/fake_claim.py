@@ -119,3 +119,59 @@ def demo(out_dir: Path, *, input: Path | None = None, seed: int = 0) -> list[Pat
     path = out_dir / "fake-demo.txt"
     path.write_text(f"seed {seed}, input {input.stat().st_size if input else 'none'}\n")
     return [path]
+
+
+def _timed(config: FakeConfig, *, seed: int, device: str) -> RunResult:
+    """Record when this seed ran (``config.mode`` names the log file), for the scheduler test."""
+    import time
+
+    start = time.monotonic()
+    time.sleep(0.3)
+    with open(config.mode, "a") as log:
+        log.write(f"{start} {time.monotonic()}\n")
+    return _run(config, seed=seed, device=device)
+
+
+#: A claim on two threads: under ``--jobs 2`` two of its seeds must never run side by side.
+WIDE = Claim(
+    name="fake_wide",
+    paper=_PAPER,
+    statement="Runs on two threads.",
+    arms=_ARMS,
+    criteria=_CRITERIA,
+    budgets=_BUDGETS,
+    run_fn=_timed,
+    headline="gain",
+    threads=2,
+)
+
+
+def pretrain_fake(
+    out: Path, *, progress: ProgressFn = no_progress, max_steps: int | None = None
+) -> list[float]:
+    """A toy recipe: fits a scalar by gradient steps on ``(w - 3)^2``; writes the artefact."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from iclr25._core.pretrained import write_training
+
+    steps = 20 if max_steps is None else max_steps
+    w, losses = torch.zeros(1), []
+    for step in range(steps):
+        losses.append(float((w - 3) ** 2))
+        w -= 0.1 * 2 * (w - 3)
+        progress("fitting", step + 1, steps)
+    if max_steps is None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps({"size": 1}))
+        save_file({"w": w}, str(out / "model.safetensors"))
+        write_training(
+            out,
+            command=f"iclr25 pretrain fake toy --out {out}",
+            loss_curve=losses,
+            wall_seconds=0.0,
+            quality={"w": float(w)},
+        )
+    return losses

@@ -59,9 +59,59 @@ def test_judge_not_supported_when_clearly_failing() -> None:
     assert "gain" in j.reason
 
 
-def test_judge_control_that_passes_makes_claim_fail() -> None:
+# The five cases of the verdict rule: a control reaching its bar (method passing, method failing),
+# a precondition unmet, and a bed that discriminates (method failing, method passing).
+_CEILING = replace(value("baseline.acc", ">=", 0.4), name="ceiling", precondition=True)
+_WITH_CEILING = replace(CLAIM, criteria=[*CLAIM.criteria, _CEILING])
+
+
+@pytest.mark.parametrize(
+    ("method", "control", "baseline", "verdict", "kind", "in_reason"),
+    [
+        (0.9, 0.9, 0.5, Verdict.INCONCLUSIVE, "cannot discriminate", "control control_gain"),
+        (0.52, 0.9, 0.5, Verdict.INCONCLUSIVE, "cannot discriminate", "control control_gain"),
+        (0.9, 0.51, 0.3, Verdict.INCONCLUSIVE, "not applicable", "ceiling"),
+        (0.52, 0.51, 0.5, Verdict.NOT_SUPPORTED, "not supported", "failed: gain"),
+        (0.9, 0.51, 0.5, Verdict.SUPPORTED, "supported", "1 control(s) missed"),
+    ],
+    ids=[
+        "control-reaches-method-passes",
+        "control-reaches-method-fails",
+        "precondition-unmet",
+        "discriminates-method-fails",
+        "discriminates-method-passes",
+    ],
+)
+def test_verdict_rule_five_cases(
+    method: float, control: float, baseline: float, verdict: Verdict, kind: str, in_reason: str
+) -> None:
+    j = judge(_WITH_CEILING, "full", [_res(method, baseline, baseline + control - 0.5)] * 3)
+    assert (j.verdict, j.kind) == (verdict, kind)
+    assert in_reason in j.reason
+
+
+def test_judge_control_that_passes_makes_claim_inconclusive() -> None:
     j = judge(CLAIM, "full", [_res(0.9, control=0.9)] * 3)
-    assert j.verdict is Verdict.NOT_SUPPORTED and "control_gain" in j.reason
+    assert j.verdict is Verdict.INCONCLUSIVE and j.kind == "cannot discriminate"
+    assert "control_gain" in j.reason and "misses its bar in only 0/3 seeds" in j.reason
+    # one seed of three reaching the bar still leaves the control missing it in 2/3: it discriminates
+    j = judge(CLAIM, "full", [_res(0.9, control=0.9), _res(0.9), _res(0.9)])
+    assert j.verdict is Verdict.SUPPORTED
+
+
+def test_unmet_convergence_preconditions_read_not_converged() -> None:
+    plateau = value(
+        "method.plateau_gap", "<=", 0.01, name="method_converged", precondition=True, convergence=True
+    )
+    claim = replace(CLAIM, criteria=[*CLAIM.criteria, plateau])
+    results = [_res(0.9) for _ in range(3)]
+    for r in results:
+        r.metrics["method"]["plateau_gap"] = 0.05
+    j = judge(claim, "full", results)
+    assert (j.verdict, j.kind) == (Verdict.INCONCLUSIVE, "not converged")
+    assert "method_converged" in j.reason
+    with pytest.raises(ValueError, match="convergence"):
+        replace(plateau, precondition=False)
 
 
 def test_judge_mixed_is_inconclusive() -> None:
@@ -104,7 +154,7 @@ def test_a_falsifier_names_a_control_of_the_claim_or_a_test() -> None:
     for bad in ("nope", "gain"):  # not a criterion; a criterion that is no control
         with pytest.raises(ValueError, match="falsifier"):
             replace(CLAIM, criteria=[replace(gain, falsifier=bad), *CLAIM.criteria[1:]])
-    test_id = "tests/test_claims.py::test_judge_control_that_passes_makes_claim_fail"
+    test_id = "tests/test_claims.py::test_judge_control_that_passes_makes_claim_inconclusive"
     replace(CLAIM, criteria=[replace(gain, falsifier=test_id), *CLAIM.criteria[1:]])
 
 
@@ -169,3 +219,24 @@ def test_parts_get_their_own_verdicts() -> None:
     assert j.parts["fast"][0] is Verdict.SUPPORTED
     assert j.parts["slow"][0] is Verdict.NOT_SUPPORTED and "gain_slow" in j.parts["slow"][1]
     assert j.verdict is Verdict.NOT_SUPPORTED  # the overall verdict still covers every gate
+
+
+def test_a_precondition_of_one_part_leaves_the_other_parts_alone() -> None:
+    gain, control = CLAIM.criteria
+    pre = replace(value("baseline.acc", ">=", 0.9), name="slow_ceiling", precondition=True, part="slow")
+    other = replace(gain, name="gain_slow", part="slow")
+    claim = replace(CLAIM, criteria=[replace(gain, part="fast"), control, other, pre])
+    j = judge(claim, "full", [_res(0.9)] * 3)
+    assert j.part_kinds == {"fast": "supported", "slow": "not applicable"}
+    assert (j.verdict, j.kind) == (Verdict.INCONCLUSIVE, "not applicable")  # overall: every precondition
+
+
+def test_a_part_is_judged_with_the_controls_its_gates_name() -> None:
+    gain, control = CLAIM.criteria
+    other = value("method.acc", ">=", 0.0, name="other", part="other", falsifier="control_gain")
+    claim = replace(CLAIM, criteria=[replace(gain, part="main"), control, other])
+    j = judge(claim, "full", [_res(0.9, control=0.9)] * 3)
+    assert j.part_kinds == {"main": "cannot discriminate", "other": "cannot discriminate"}
+    free = replace(other, falsifier="tests/test_claims.py::test_parts_get_their_own_verdicts")
+    claim = replace(CLAIM, criteria=[replace(gain, part="main"), control, free])
+    assert judge(claim, "full", [_res(0.9, control=0.9)] * 3).part_kinds["other"] == "supported"

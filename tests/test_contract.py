@@ -82,6 +82,7 @@ def test_registry_entry_matches_claim(name: str) -> None:
     assert full.seeds >= 3, "the full budget runs at least 3 seeds"
     assert full.total_seconds <= 15 * 60, "the full budget's seeds must take at most 15 min together"
     assert (entry.smoke_s, entry.full_s, entry.full_seeds) == (smoke.seconds, full.seconds, full.seeds)
+    assert entry.threads == claim.threads, "the registry's threads must be the claim's (JOBS counts cores)"
     long = claim.budgets.get("long")
     assert entry.long_s == (long.total_seconds if long else 0.0)
     if long:
@@ -156,6 +157,15 @@ def test_every_claim_has_a_gating_negative_control(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", METHODS)
+def test_every_claim_checks_a_precondition_first(name: str) -> None:
+    """DESIGN rule 8: before any gate, the claim shows the bed can discriminate."""
+    pre = [c for c in load_claim(name).criteria if c.precondition and c.gating]
+    assert pre, "no gating precondition (a ceiling, the foundation's quality, or convergence)"
+    for c in pre:
+        assert c.explain.strip(), f"precondition {c.name} does not say what it checks"
+
+
+@pytest.mark.parametrize("name", METHODS)
 def test_readme_headings_and_markers(name: str) -> None:
     text = (_dir(name) / "README.md").read_text()
     found = re.findall(r"^## +(.+?)\s*$", text, flags=re.M)
@@ -163,14 +173,22 @@ def test_readme_headings_and_markers(name: str) -> None:
     assert "<!-- results:start -->" in text and "<!-- results:end -->" in text
 
 
-@pytest.mark.parametrize("name", METHODS)
-def test_readme_usage_snippet_runs(name: str, tmp_path: Path) -> None:
+def _usage_blocks(name: str) -> list[str]:
+    """The ```python blocks of a method README's Usage section (``python paper-scale`` ones, which
+    need local weights, are left out: tests of their own run their loading code on tiny models)."""
     text = (_dir(name) / "README.md").read_text()
     usage = text.split("## Usage", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", usage, flags=re.S)
+    return re.findall(r"```python\n(.*?)```", usage, flags=re.S)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_readme_usage_snippets_run(name: str, tmp_path: Path) -> None:
+    """Every ```python block of a method's Usage section runs, in order, in one process."""
+    blocks = _usage_blocks(name)
     assert blocks, "the Usage section has no ```python block"
+    code = "\n".join(f"# --- Usage block {i + 1} of {len(blocks)}\n{b}" for i, b in enumerate(blocks))
     out = subprocess.run(
-        [sys.executable, "-c", blocks[0]], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr[-2000:]
 
@@ -202,3 +220,16 @@ def test_wall_clock_never_gates(name: str) -> None:
         refs = [r for r in (c.a, c.b) if r]
         if any(r.endswith(WALL_CLOCK_SUFFIX) for r in refs):
             assert not c.gating, f"{c.name} gates on wall-clock"
+
+
+def test_readme_states_the_generated_make_check_time_and_the_smoke_gates() -> None:
+    from iclr25._core.report import MAKE_CHECK_MARKERS, make_check_sentence
+
+    text = (ROOT / "README.md").read_text()
+    start, end = MAKE_CHECK_MARKERS
+    assert text.split(start, 1)[1].split(end, 1)[0] == make_check_sentence(), "run `make report`"
+    gating = sorted(n for n in METHODS if not load_claim(n).budgets["smoke"].report_only)
+    named = text.split("<!-- smoke-gates:start -->", 1)[1].split("<!-- smoke-gates:end -->", 1)[0]
+    assert sorted(x.strip() for x in named.split(",")) == gating, (
+        "the README names the claims gating at smoke"
+    )

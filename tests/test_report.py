@@ -160,15 +160,74 @@ def test_report_section_opens_with_figure_and_shows_falsifiers_and_diagnosis(tmp
     write_claim_json(tmp_path, run)
     record = json.loads((tmp_path / "fake.json").read_text())
     record["verdict"] = "NOT_SUPPORTED"
-    record["diagnosis"] = "The toy effect is too small.\n\n- one\n  wrapped\n- two\n\n- three"
+    record["commit"] = "0a40441a6b27cfe0b970b20901bf6d9ffd73a1c4"
+    here = "Measured at commit `0a40441`, `--budget full`: the toy effect is too small."
+    record["diagnosis"] = f"{here}\n\n- one\n  wrapped\n- two\n\n- three"
     (tmp_path / "fake.json").write_text(json.dumps(record))
     md = render_report(tmp_path)[0].read_text()
     section = md.split("## fake", 1)[1]
     assert section.index("![acc vs n]") < section.index("### Criteria") < section.index("### Diagnosis")
     assert "`control_gain`" in section and "at least 0.1 more accurate" in section
-    assert "The toy effect is too small." in section and "- one wrapped\n- two\n- three" in section
+    assert "the toy effect is too small." in section and "- one wrapped\n- two\n- three" in section
     assert "🔴 **NOT_SUPPORTED**" in md
     assert "background:#cf222e" in (tmp_path / "report.html").read_text()
+    # a Diagnosis of another run (another commit, or no commit named) is linked, not shown
+    for other in ("Measured at commit `1234567`, `--budget full`: old.", "Under `--budget full`: old."):
+        record["diagnosis"] = other
+        (tmp_path / "fake.json").write_text(json.dumps(record))
+        section = render_report(tmp_path)[0].read_text().split("## fake", 1)[1]
+        assert "old." not in section and "describes another run" in section
+
+
+def test_verdict_reason_classes_banner_and_info_rows(tmp_path: Path) -> None:
+    write_claim_json(tmp_path, _finished_run())
+    record = json.loads((tmp_path / "fake.json").read_text())
+    assert (record["kind"], record["default_seeds"]) == ("supported", 3)
+    record.update(verdict="INCONCLUSIVE", kind="cannot discriminate", reason="cannot discriminate: control x")
+    record["seeds"] = record["seeds"][:1]
+    record["outcomes"][0]["gating"] = False  # a report-only row that misses its bar
+    record["outcomes"][0]["state"] = "fail"
+    record["unchecked"] = ["the teacher's zero-shot accuracy"]
+    (tmp_path / "fake.json").write_text(json.dumps(record))
+    md = render_report(tmp_path)[0].read_text()
+    assert "INCONCLUSIVE**: cannot discriminate (1 of 3 seeds: not a verdict)" in md
+    assert "**1 of 3 seeds: not a verdict.**" in md
+    assert "- the teacher's zero-shot accuracy" in md
+    criteria = md.split("### Criteria", 1)[1].split("###", 1)[0]
+    gain_row = next(line for line in criteria.splitlines() if line.startswith("| gain "))
+    assert gain_row.rstrip(" |").endswith("info") and "fail" not in gain_row
+    html_text = (tmp_path / "report.html").read_text()
+    assert "<figcaption>acc vs n</figcaption>" not in html_text  # the title is drawn in the figure
+
+
+def test_test_ids_wrap_at_separators(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    gain, control = CLAIM.criteria
+    claim = replace(
+        CLAIM, criteria=[replace(gain, falsifier="tests/test_claims.py::test_claim_validation"), control]
+    )
+    run = ClaimRun(claim, "full", {}, "cpu")
+    run.seeds = [SeedRun(s, claim.run("full", s), None, 0.5) for s in (0, 1, 2)]
+    run.judgement = judge(claim, "full", [s.result for s in run.seeds])
+    write_claim_json(tmp_path, run)
+    render_report(tmp_path)
+    html_text = (tmp_path / "report.html").read_text()
+    assert "tests/<wbr>test_claims.py::<wbr>test_claim_validation" in html_text
+
+
+def test_old_records_get_their_reason_class_from_the_reason() -> None:
+    from iclr25._core.report import verdict_kind, verdict_label
+
+    cases = {
+        "test not applicable: precondition not met: x": "not applicable",
+        "failed: gain (median 0.1)": "not supported",
+        "mixed over seeds: gain held in 1/3 seeds": "mixed",
+    }
+    for reason, kind in cases.items():
+        assert verdict_kind({"verdict": "INCONCLUSIVE", "reason": reason}) == kind
+    assert verdict_label("NOT_SUPPORTED", "not supported") == "NOT_SUPPORTED (bed discriminates)"
+    assert verdict_label("SUPPORTED", "supported") == "SUPPORTED"
 
 
 def test_parts_are_shown_beside_the_verdict(tmp_path: Path) -> None:

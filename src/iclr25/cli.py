@@ -1,4 +1,4 @@
-"""The ``iclr25`` command line: list · describe · check · report · demo.
+"""The ``iclr25`` command line: list · describe · check · report · compare · pretrain · demo.
 
 Bad input (unknown method, bad ``--set``, bad budget, unwritable ``--out``, missing extra)
 gets one ``error:`` line on stderr and exit code 2, never a traceback.
@@ -68,10 +68,11 @@ def list_methods() -> None:
     from iclr25._core.registry import make_check_seconds
 
     table = Table(title="iclr25 methods", show_lines=False)
-    for col in ("name", "paper", "claim", "budgets (seeds × time per seed)", "extra"):
+    for col in ("name", "paper", "claim", "budgets (seeds × time per seed)", "extra", "pretrained"):
         table.add_column(col, overflow="fold")
     for e in REGISTRY.values():
-        table.add_row(e.name, e.paper, e.claim, _budgets_cell(e), e.extra or "—")
+        shipped = ", ".join(a.name for a in e.artefacts) or "—"
+        table.add_row(e.name, e.paper, e.claim, _budgets_cell(e), e.extra or "—", shipped)
     _out.print(table)
     _out.print(
         f"make check (full budget, every claim): {_seconds(make_check_seconds(1))} at JOBS=1, "
@@ -100,13 +101,17 @@ def describe(name: Annotated[str, typer.Argument(help="method name (see `iclr25 
     for arm, what in claim.arms.items():
         arms.add_row(arm, what)
     _out.print(arms)
-    _out.print("[bold]Criteria[/bold] (gates decide the verdict; report rows are shown only)")
+    _out.print(
+        "[bold]Criteria[/bold] (preconditions first, then controls, then gates; report rows are shown only)"
+    )
     for c in claim.criteria:
         kind = "control" if c.control else ("gate" if c.gating else "report")
         if c.control and not c.gating:
             kind = "report control"
+        if c.precondition:
+            kind = "precondition: convergence" if c.convergence else "precondition"
         line = f"- {c.name} [{kind}]: {c.describe()}"
-        if c.gating and not c.control:
+        if c.gating and not c.control and not c.precondition:
             line += f"; falsifier: {c.falsifier or 'none named'}"
         if c.paper:
             line += f"; paper: {c.paper}"
@@ -132,6 +137,15 @@ def describe(name: Annotated[str, typer.Argument(help="method name (see `iclr25 
     )
     budgets += f"; runs on {claim.threads} thread{'s' * (claim.threads > 1)}"
     _out.print(f"[bold]Budgets.[/bold] {budgets}", highlight=False)
+    if claim.unchecked:
+        _out.print("[bold]Not checked yet[/bold] (preconditions the paper's setting implies):")
+        for u in claim.unchecked:
+            _out.print(f"  - {u}", highlight=False, markup=False)
+    entry = get_entry(name)
+    if entry.artefacts:
+        _out.print("[bold]Pretrained[/bold] (shipped; `iclr25 pretrain` trains them again):")
+        for a in entry.artefacts:
+            _out.print(f"  - {a.name}: {a.about}", highlight=False, markup=False)
     if claim.deviations:
         _out.print("[bold]Deviations.[/bold]")
         for d in claim.deviations:
@@ -420,6 +434,117 @@ def report(
                 _out.print(f"updated {path.relative_to(root)}", highlight=False)
         except ValueError as err:
             raise _fail(str(err)) from None
+
+
+@app.command()
+def compare(
+    dir_a: Annotated[Path, typer.Argument(help="a report folder (e.g. yours)")],
+    dir_b: Annotated[Path, typer.Argument(help="another report folder (e.g. the one the README quotes)")],
+    show: Annotated[int, typer.Option(help="differing per-seed metrics listed per claim")] = 8,
+) -> None:
+    """Print per-claim, per-seed differences of two report folders, and of their env.json.
+
+    Exit code 0 when every shared claim has the same verdict, 1 otherwise.
+    """
+    from iclr25._core.compare import compare_runs
+    from iclr25._core.report import _fmt
+
+    for d in (dir_a, dir_b):
+        if not d.is_dir():
+            raise _fail(f"report folder {str(d)!r} does not exist")
+    result = compare_runs(dir_a, dir_b)
+    if not result.claims:
+        raise _fail(f"{str(dir_a)!r} and {str(dir_b)!r} share no claim record")
+    table = Table(title=f"A = {dir_a} · B = {dir_b}")
+    for col in ("claim", "verdict A", "verdict B", "seeds", "metrics equal", "largest relative difference"):
+        table.add_column(col, overflow="fold")
+    for c in result.claims:
+        worst = max(c.differing, key=lambda d: d.relative, default=None)
+        table.add_row(
+            c.name,
+            c.verdict_a,
+            c.verdict_b + ("" if c.verdict_a == c.verdict_b else " ≠"),
+            f"{c.seeds_a}" + ("" if c.seeds_a == c.seeds_b else f" / {c.seeds_b}"),
+            f"{c.compared - len(c.differing)}/{c.compared}",
+            "—" if worst is None else f"{worst.relative:.2%} ({worst.metric}, seed {worst.seed})",
+        )
+    _out.print(table)
+    for c in result.claims:
+        if not c.differing:
+            continue
+        _out.print(f"\n[bold]{c.name}[/bold]: criterion medians A → B", highlight=False)
+        for name, a, b in c.medians:
+            mark = "" if a == b or (a != a and b != b) else "  ≠"
+            _out.print(f"  {name}: {_fmt(a)} → {_fmt(b)}{mark}", markup=False, highlight=False)
+        _out.print(
+            f"  per-seed metrics that differ: {len(c.differing)}; the largest {min(show, len(c.differing))}:",
+            highlight=False,
+        )
+        for d in sorted(c.differing, key=lambda d: -d.relative)[:show]:
+            _out.print(
+                f"    seed {d.seed} {d.metric}: {d.a!r} → {d.b!r} ({d.relative:.2%})",
+                markup=False,
+                highlight=False,
+            )
+    if result.only_a or result.only_b:
+        _out.print(
+            f"\nonly in A: {', '.join(result.only_a) or '—'}; only in B: {', '.join(result.only_b) or '—'}"
+        )
+    _out.print("\n[bold]Environment[/bold] (A → B)" + ("" if result.env else ": the same"), highlight=False)
+    for key, (a, b) in result.env.items():
+        _out.print(f"  {key}: {a} → {b}", markup=False, highlight=False, soft_wrap=True)
+    if any(c.verdict_a != c.verdict_b for c in result.claims):
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def pretrain(
+    name: Annotated[str, typer.Argument(help="method name (see `iclr25 list`, column 'pretrained')")],
+    artefact: Annotated[str, typer.Argument(help="which artefact (default: all the method ships)")] = "",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="folder to write to (default: pretrained/<method>/<artefact>); resumes an "
+            "unfinished run there. Pass the shipped folder to replace what the package ships."
+        ),
+    ] = None,
+) -> None:
+    """Train what a method ships as pretrained (its foundation), from scratch, with progress.
+
+    Writes config.json, model.safetensors and training.json (command, commit, steps, wall
+    time, loss curve, final quality). An interrupted run resumes when started again on the
+    same --out.
+    """
+    import time
+
+    from iclr25._core.registry import get_artefact
+    from iclr25._core.seeding import claim_scope
+
+    try:
+        artefacts = get_artefact(name, artefact)
+    except (UnknownMethodError, ValueError) as err:
+        raise _fail(str(err)) from None
+    if out is not None and len(artefacts) > 1:
+        raise _fail(f"--out names one folder, but {name} ships {len(artefacts)} artefacts; name one")
+    display = _Display("pretrain", len(artefacts))
+    with display.progress:
+        for a in artefacts:
+            folder = out or Path("pretrained") / a.method / a.name
+            try:
+                recipe = a.load_recipe()
+            except MissingExtraError as err:
+                raise _fail(str(err)) from None
+            display.log(f"{a.method}/{a.name}: {a.about}; expected {_seconds(a.expected_s)} → {folder}")
+            start = time.perf_counter()
+
+            def progress(stage: str, done: int, total: int, _a=a) -> None:
+                display.inner(f"{_a.method}/{_a.name}", 0, stage, done, total)
+
+            with claim_scope(0, threads=1):
+                recipe(folder, progress=progress)
+            display.finished += 1
+            display.progress.advance(display.task)
+            display.log(f"{a.method}/{a.name} done in {time.perf_counter() - start:.0f} s → {folder}")
 
 
 @app.command()

@@ -128,6 +128,9 @@ class Criterion:
         part: the sub-claim this criterion belongs to ("" for none). A claim whose criteria
             name parts gets one verdict per part beside the overall verdict, which still
             covers every gate.
+        convergence: True for a precondition that a trained arm converged (see
+            :mod:`iclr25._core.convergence`); when only such preconditions fail, the verdict's
+            reason class is "not converged" rather than "not applicable".
     """
 
     name: str
@@ -143,12 +146,15 @@ class Criterion:
     explain: str = ""
     precondition: bool = False
     part: str = ""
+    convergence: bool = False
 
     def __post_init__(self) -> None:
         if self.op not in _OPS:
             raise ValueError(f"criterion {self.name}: unknown op {self.op!r}")
         if self.precondition and (self.control or not self.gating):
             raise ValueError(f"criterion {self.name}: a precondition is gating and not a control")
+        if self.convergence and not self.precondition:
+            raise ValueError(f"criterion {self.name}: convergence=True needs precondition=True")
         if (self.kind == "value") != (self.b is None):
             raise ValueError(f"criterion {self.name}: kind {self.kind!r} with b={self.b!r}")
         for ref in (self.a, self.b):
@@ -314,6 +320,9 @@ class Claim:
             same seed gives the same numbers in every run mode.
         figure: the series key of the headline figure that opens the claim's report section
             (default: the first series).
+        unchecked: preconditions the paper's setting implies but this check does not measure
+            yet (a ceiling arm, the foundation's quality, an arm's convergence), one line each.
+            The report states them beside the verdict, so a reader knows what it does not rest on.
     """
 
     name: str
@@ -327,6 +336,7 @@ class Claim:
     deviations: Sequence[str] = ()
     threads: int = 1
     figure: str = ""
+    unchecked: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if self.threads < 1:
@@ -421,6 +431,7 @@ class CriterionOutcome:
     measured: int | None = None
     precondition: bool = False
     part: str = ""
+    convergence: bool = False
 
     @property
     def state(self) -> Literal["pass", "fail", "mixed", "not measured"]:
@@ -437,34 +448,84 @@ class CriterionOutcome:
         return "fail" if n - self.held >= self.needed else "mixed"
 
 
+#: The reason class of a verdict: what it rests on, for the report and the status table.
+VerdictClass = Literal[
+    "supported",
+    "not supported",
+    "cannot discriminate",
+    "not applicable",
+    "not converged",
+    "mixed",
+    "report-only",
+    "error",
+]
+
+
 @dataclass
 class Judgement:
-    """A verdict with its one-line reason and the per-criterion outcomes."""
+    """A verdict with its reason class, its one-line reason and the per-criterion outcomes.
+
+    ``kind`` says what the verdict rests on: "supported" and "not supported" (the bed
+    discriminates: preconditions met, controls miss their bars); "cannot discriminate" (a
+    control reaches its bar); "not applicable" or "not converged" (a precondition is unmet);
+    "mixed" (the seeds disagree); "report-only"; "error". ``parts`` maps each part to
+    ``(verdict, reason)``, ``part_kinds`` to its reason class.
+    """
 
     verdict: Verdict
     reason: str
     outcomes: list[CriterionOutcome]
     parts: dict[str, tuple[Verdict, str]] = field(default_factory=dict)
+    kind: VerdictClass = "error"
+    part_kinds: dict[str, VerdictClass] = field(default_factory=dict)
 
 
-def _verdict_of(outcomes: Sequence[CriterionOutcome], n: int, needed: int) -> tuple[Verdict, str]:
-    """The verdict over some judged criteria: preconditions first, then the gates."""
+def _listed(outcomes: Sequence[CriterionOutcome]) -> str:
+    return ", ".join(f"{o.name} (median {o.median:.3g}; {o.rule})" for o in outcomes)
+
+
+def _verdict_of(
+    outcomes: Sequence[CriterionOutcome], n: int, needed: int
+) -> tuple[Verdict, VerdictClass, str]:
+    """The verdict over some judged criteria, in order: preconditions, controls, then the gates.
+
+    1. A precondition that does not pass: the test does not apply (INCONCLUSIVE).
+    2. A control that does not clearly miss its bar (the broken variant reaches it, in enough
+       seeds or in some): the bed cannot tell the arms apart (INCONCLUSIVE), whatever the
+       method did.
+    3. Then the method's gates: all pass -> SUPPORTED; any clearly fails -> NOT_SUPPORTED;
+       otherwise the seeds disagree (INCONCLUSIVE).
+    """
     unmet = [o for o in outcomes if o.precondition and o.state != "pass"]
     if unmet:
-        names = ", ".join(f"{o.name} (median {o.median:.3g}; {o.rule})" for o in unmet)
-        return Verdict.INCONCLUSIVE, f"test not applicable: precondition not met: {names}"
-    gating = [o for o in outcomes if o.gating and not o.precondition]
+        if all(o.convergence for o in unmet):
+            return Verdict.INCONCLUSIVE, "not converged", f"not converged: {_listed(unmet)}"
+        return (
+            Verdict.INCONCLUSIVE,
+            "not applicable",
+            f"test not applicable: precondition not met: {_listed(unmet)}",
+        )
+    controls = [o for o in outcomes if o.gating and o.control]
+    reached = [o for o in controls if o.state != "pass"]
+    if reached:
+        names = ", ".join(
+            f"{o.name} (median {o.median:.3g}; misses its bar in only {o.held}/{n} seeds)" for o in reached
+        )
+        return Verdict.INCONCLUSIVE, "cannot discriminate", f"cannot discriminate: control {names}"
+    gating = [o for o in outcomes if o.gating and not o.precondition and not o.control]
     if not gating:
-        return Verdict.INCONCLUSIVE, "no gating criterion"
+        return Verdict.INCONCLUSIVE, "mixed", "no gating criterion"
     failed = [o for o in gating if o.state == "fail"]
     mixed = [o for o in gating if o.state == "mixed"]
     if failed:
-        names = ", ".join(f"{o.name} (median {o.median:.3g}; {o.rule})" for o in failed)
-        return Verdict.NOT_SUPPORTED, f"failed: {names}"
+        return Verdict.NOT_SUPPORTED, "not supported", f"failed: {_listed(failed)}"
     if mixed:
         names = ", ".join(f"{o.name} held in {o.held}/{n} seeds" for o in mixed)
-        return Verdict.INCONCLUSIVE, f"mixed over seeds: {names}"
-    return Verdict.SUPPORTED, f"all {len(gating)} gating criteria held in >= {needed}/{n} seeds"
+        return Verdict.INCONCLUSIVE, "mixed", f"mixed over seeds: {names}"
+    checks = f"{len(gating)} gating criteria held in >= {needed}/{n} seeds"
+    if controls:
+        checks += f"; {len(controls)} control(s) missed their bars"
+    return Verdict.SUPPORTED, "supported", f"all {checks}"
 
 
 def judge(
@@ -477,10 +538,14 @@ def judge(
 
     Each criterion's statistic is computed per seed; it passes when it holds in at least
     ``ceil(2n/3)`` of ``n`` seeds (its median is reported). A precondition that does not pass
-    -> INCONCLUSIVE (the test does not apply). Otherwise all gating criteria pass -> SUPPORTED;
-    any clearly fails (fails in ``ceil(2n/3)`` seeds) -> NOT_SUPPORTED; otherwise INCONCLUSIVE.
-    Any seed that raised -> ERROR. A report-only budget -> INCONCLUSIVE. Criteria that name a
-    ``part`` are also judged by the same rule per part, with the preconditions.
+    -> INCONCLUSIVE (the test does not apply, or an arm did not converge). A negative control
+    that does not miss its bar in ``ceil(2n/3)`` seeds -> INCONCLUSIVE (the bed cannot
+    discriminate), whether the method passed or not. Otherwise all of the method's gates pass
+    -> SUPPORTED; any clearly fails (fails in ``ceil(2n/3)`` seeds) -> NOT_SUPPORTED, a
+    finding, since the bed could tell; otherwise INCONCLUSIVE. Any seed that raised -> ERROR.
+    A report-only budget -> INCONCLUSIVE. Criteria that name a ``part`` are also judged by the
+    same rule per part, with the preconditions of that part and of no part, and the controls the
+    part's gates name.
 
     Args:
         claim: the claim.
@@ -494,7 +559,7 @@ def judge(
     errs = [e for e in errors if e]
     if errs or not results or any(r is None for r in results):
         first = errs[0].strip().splitlines()[-1] if errs else "no results"
-        return Judgement(Verdict.ERROR, f"{len(errs)} seed(s) raised: {first}", [])
+        return Judgement(Verdict.ERROR, f"{len(errs)} seed(s) raised: {first}", [], kind="error")
     spec = claim.budgets[budget]
     n = len(results)
     needed = math.ceil(2 * n / 3)
@@ -529,17 +594,24 @@ def judge(
                     measured=measured,
                     precondition=c.precondition and gating,
                     part=c.part,
+                    convergence=c.convergence and gating,
                 )
             )
     except KeyError as err:
-        return Judgement(Verdict.ERROR, str(err.args[0]), outcomes)
+        return Judgement(Verdict.ERROR, str(err.args[0]), outcomes, kind="error")
     if spec.report_only:
-        return Judgement(Verdict.INCONCLUSIVE, f"{budget}: report-only", outcomes)
-    # A precondition covers every part: a part's verdict is judged with them.
-    pre = [o for o in outcomes if o.precondition]
-    parts = {
-        part: _verdict_of([*pre, *(o for o in outcomes if o.part == part and not o.precondition)], n, needed)
-        for part in dict.fromkeys(o.part for o in outcomes if o.part)
-    }
-    verdict, reason = _verdict_of(outcomes, n, needed)
-    return Judgement(verdict, reason, outcomes, parts)
+        return Judgement(Verdict.INCONCLUSIVE, f"{budget}: report-only", outcomes, kind="report-only")
+    # A precondition that names no part covers every part, one that names a part covers that part
+    # (the overall verdict has them all); a part's controls are its own and those its gates name
+    # as their falsifier.
+    pre = [o for o in outcomes if o.precondition and not o.part]
+    parts: dict[str, tuple[Verdict, str]] = {}
+    part_kinds: dict[str, VerdictClass] = {}
+    for part in dict.fromkeys(o.part for o in outcomes if o.part):
+        own = [o for o in outcomes if o.part == part]
+        named = {o.falsifier for o in own}
+        borrowed = [o for o in outcomes if o.control and o.part != part and o.name in named]
+        verdict, kind, reason = _verdict_of([*pre, *own, *borrowed], n, needed)
+        parts[part], part_kinds[part] = (verdict, reason), kind
+    verdict, kind, reason = _verdict_of(outcomes, n, needed)
+    return Judgement(verdict, reason, outcomes, parts, kind, part_kinds)

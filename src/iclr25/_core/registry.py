@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from iclr25._core.pretrained import Artefact
+
 if TYPE_CHECKING:
     from iclr25._core.claims import Claim
 
 __all__ = [
     "REGISTRY",
+    "Artefact",
     "Entry",
     "MissingExtraError",
     "UnknownMethodError",
+    "get_artefact",
     "get_entry",
     "load_claim",
     "load_demo",
@@ -46,6 +50,8 @@ class Entry:
         demo: "module:function" of the method's demo, or "" when it has none. The function is
             called as ``fn(out_dir, input=path_or_None, seed=int)``, writes its files under
             ``out_dir`` and returns their paths (``iclr25 demo NAME``).
+        artefacts: the pretrained parts it ships (``iclr25 pretrain NAME`` trains them).
+        threads: the claim's thread count (:attr:`Claim.threads`): the cores one seed takes.
     """
 
     name: str
@@ -58,6 +64,8 @@ class Entry:
     full_seeds: int = 3
     long_s: float = 0.0
     demo: str = ""
+    artefacts: tuple[Artefact, ...] = ()
+    threads: int = 1
 
     @property
     def full_total_s(self) -> float:
@@ -76,6 +84,7 @@ REGISTRY: dict[str, Entry] = {
             smoke_s=20.0,
             full_s=300.0,
             long_s=4800.0,
+            threads=2,
         ),
         Entry(
             name="coreset_sc",
@@ -152,6 +161,15 @@ REGISTRY: dict[str, Entry] = {
             extra="activation_beacon",
             smoke_s=20.0,
             full_s=240.0,
+            artefacts=(
+                Artefact(
+                    method="activation_beacon",
+                    name="base",
+                    recipe="iclr25.methods.activation_beacon.base:pretrain_base",
+                    about="2-layer Llama (hidden 64): induction warm-up, then key->value recall to L = 512",
+                    expected_s=150.0,
+                ),
+            ),
         ),
         Entry(
             name="hessian_distill",
@@ -174,6 +192,22 @@ REGISTRY: dict[str, Entry] = {
             extra="bigr",
             smoke_s=30.0,
             full_s=280.0,
+            artefacts=(
+                Artefact(
+                    method="bigr",
+                    name="feature_net",
+                    recipe="iclr25.methods.bigr.perceptual:pretrain_feature_net",
+                    about="VGG-style CNN naming the 16 shapes-world classes: the perceptual loss features",
+                    expected_s=120.0,
+                ),
+                Artefact(
+                    method="bigr",
+                    name="bae_shapes16",
+                    recipe="iclr25.methods.bigr.tokenizer:pretrain_tokenizer",
+                    about="binary autoencoder (B-AE) of 16 x 16 shapes-world images, L1 + perceptual loss",
+                    expected_s=650.0,
+                ),
+            ),
         ),
         Entry(
             name="wicked_oddities",
@@ -254,24 +288,56 @@ REGISTRY: dict[str, Entry] = {
             smoke_s=30.0,
             full_s=300.0,
             demo="iclr25.methods.gense.pipeline:demo",
+            threads=2,
         ),
     )
 }
 
 
-def make_check_seconds(jobs: int = 1) -> float:
-    """Expected wall time of ``make check`` (every claim, full budget) with ``jobs`` workers.
+def get_artefact(method: str, name: str = "") -> list[Artefact]:
+    """The artefacts of ``method`` (all of them, or the one named ``name``).
 
-    Seeds go, in registry order, to the worker that frees up first, as the runner's process pool
-    hands them out; each seed takes its entry's ``full_s``.
+    Raises:
+        UnknownMethodError: ``method`` is not registered.
+        ValueError: the method ships no artefact, or none called ``name``.
+    """
+    entry = get_entry(method)
+    if not entry.artefacts:
+        shipping = sorted(e.name for e in REGISTRY.values() if e.artefacts)
+        raise ValueError(
+            f"method {method!r} ships no pretrained artefact; methods that do: {', '.join(shipping)}"
+        )
+    if not name:
+        return list(entry.artefacts)
+    found = [a for a in entry.artefacts if a.name == name]
+    if not found:
+        names = ", ".join(a.name for a in entry.artefacts)
+        raise ValueError(f"method {method!r} has no artefact {name!r}; it ships: {names}")
+    return found
+
+
+def make_check_seconds(jobs: int = 1) -> float:
+    """Expected wall time of ``make check`` (every claim, full budget) on ``jobs`` cores.
+
+    Replays the runner's schedule: seeds in registry order, each taking its claim's ``threads``
+    cores (at most ``jobs``) for its entry's ``full_s`` seconds, starting as soon as enough cores
+    are free; one that does not fit waits while later ones that fit go first.
     """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    tasks = [e.full_s for e in REGISTRY.values() for _ in range(e.full_seeds)]
-    workers = [0.0] * jobs
-    for t in tasks:
-        workers[workers.index(min(workers))] += t
-    return max(workers)
+    todo = [(e.full_s, min(e.threads, jobs)) for e in REGISTRY.values() for _ in range(e.full_seeds)]
+    now, free = 0.0, jobs
+    running: list[tuple[float, int]] = []  # (end time, cores)
+    while todo or running:
+        for task in list(todo):
+            if task[1] <= free:
+                running.append((now + task[0], task[1]))
+                free -= task[1]
+                todo.remove(task)
+        running.sort()
+        end, cores = running.pop(0)
+        now, free = end, free + cores
+    return now
 
 
 class UnknownMethodError(KeyError):

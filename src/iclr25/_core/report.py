@@ -24,6 +24,7 @@ from iclr25._core.env import changed_since, git_state, snapshot
 from iclr25._core.runner import ClaimRun
 
 __all__ = [
+    "MAKE_CHECK_MARKERS",
     "MANIFEST",
     "RESULTS_MARKERS",
     "STATUS_MARKERS",
@@ -32,17 +33,22 @@ __all__ = [
     "claim_record",
     "common_dependencies",
     "complete_records",
+    "diagnosis_run",
     "find_unfinished",
     "load_records",
+    "make_check_sentence",
     "render_report",
     "stale_files",
     "update_readmes",
+    "verdict_kind",
+    "verdict_label",
     "write_claim_json",
     "write_env",
     "write_manifest",
 ]
 
 STATUS_MARKERS = ("<!-- status:start -->", "<!-- status:end -->")
+MAKE_CHECK_MARKERS = ("<!-- make-check-time:start -->", "<!-- make-check-time:end -->")
 RESULTS_MARKERS = ("<!-- results:start -->", "<!-- results:end -->")
 
 
@@ -80,8 +86,15 @@ def claim_record(run: ClaimRun) -> dict[str, Any]:
         ],
         "outcomes": [dict(dataclasses.asdict(o), state=o.state) for o in judgement.outcomes],
         "verdict": judgement.verdict.value,
+        "kind": judgement.kind,
         "reason": judgement.reason,
-        "parts": {k: {"verdict": v.value, "reason": why} for k, (v, why) in judgement.parts.items()},
+        "parts": {
+            k: {"verdict": v.value, "kind": judgement.part_kinds.get(k, ""), "reason": why}
+            for k, (v, why) in judgement.parts.items()
+        },
+        "default_seeds": claim.budgets[run.budget].seeds,
+        "unchecked": list(claim.unchecked),
+        "commit": git_state()["sha"],
         "seconds": run.seconds,
         "figure": claim.figure,
         "diagnosis": readme_diagnosis(claim.name),
@@ -404,7 +417,9 @@ def summary_rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
                 _fmt(h["method"]),
                 stat,
                 h["paper"] or "—",
-                _verdict_cell(r["verdict"]),
+                _verdict_cell(r["verdict"])
+                + (f": {_KIND_LABELS.get(verdict_kind(r))}" if _KIND_LABELS.get(verdict_kind(r)) else "")
+                + (f" ({_seed_banner(r)})" if _seed_banner(r) else ""),
                 f"{r['seconds']:.0f} s",
             ]
         )
@@ -423,6 +438,59 @@ _HTML_COLOURS = {
 
 def _verdict_cell(verdict: str) -> str:
     return f"{_MARKS.get(verdict, '')} **{verdict}**"
+
+
+#: What each reason class adds to the verdict's name (see :class:`~iclr25._core.claims.Judgement`).
+_KIND_LABELS = {
+    "supported": "",
+    "not supported": "bed discriminates",
+    "cannot discriminate": "cannot discriminate",
+    "not applicable": "not applicable",
+    "not converged": "not converged",
+    "mixed": "mixed over seeds",
+    "report-only": "report-only",
+    "error": "",
+}
+
+
+def verdict_kind(record: dict[str, Any]) -> str:
+    """A record's reason class; records written before it was stored get it from their reason."""
+    if record.get("kind"):
+        return record["kind"]
+    reason, verdict = record.get("reason", ""), record.get("verdict", "")
+    prefixes = (
+        ("test not applicable", "not applicable"),
+        ("not converged", "not converged"),
+        ("cannot discriminate", "cannot discriminate"),
+        ("mixed", "mixed"),
+        ("failed", "not supported"),
+    )
+    for prefix, kind in prefixes:
+        if reason.startswith(prefix):
+            return kind
+    if reason.endswith("report-only"):
+        return "report-only"
+    return {"SUPPORTED": "supported", "ERROR": "error"}.get(verdict, "mixed")
+
+
+def verdict_label(verdict: str, kind: str) -> str:
+    """``NOT_SUPPORTED (bed discriminates)``, ``INCONCLUSIVE: cannot discriminate``, ``SUPPORTED``."""
+    label = _KIND_LABELS.get(kind, kind)
+    if not label:
+        return verdict
+    return f"{verdict} ({label})" if verdict == "NOT_SUPPORTED" else f"{verdict}: {label}"
+
+
+def _verdict_of_record(record: dict[str, Any]) -> str:
+    return verdict_label(record["verdict"], verdict_kind(record))
+
+
+def _seed_banner(record: dict[str, Any]) -> str:
+    """ "N of M seeds: not a verdict" when a run used fewer seeds than its budget's default."""
+    n, default = len(record["seeds"]), record.get("default_seeds")
+    if default and n < default:
+        return f"{n} of {default} seeds: not a verdict"
+    return ""
 
 
 def _claim_short(record: dict[str, Any]) -> str:
@@ -476,14 +544,29 @@ def _criteria_rows(r: dict[str, Any]) -> list[list[str]]:
                 spec.get("explain") or "—",
                 f"`{o['rule']}`",
                 ("precondition" if o.get("precondition") else "yes") if o["gating"] else "report",
-                f"`{falsifier}`" if spec.get("falsifier") else falsifier,
+                f"`{_breakable(falsifier)}`" if spec.get("falsifier") else falsifier,
                 ", ".join(_fmt(v) for v in o["per_seed"]),
                 _fmt(o["median"]),
                 f"{o['held']}/{n}",
-                o["state"],
+                _state(o),
             ]
         )
     return rows
+
+
+#: A zero-width space: where a long test id may wrap in a table cell (after ``::`` and ``/``).
+_WRAP = "\u200b"
+
+
+def _breakable(test_id: str) -> str:
+    return test_id.replace("::", "::" + _WRAP).replace("/", "/" + _WRAP)
+
+
+def _state(outcome: dict[str, Any]) -> str:
+    """A gate's state; a report-only row reads "info", never "fail"."""
+    if not outcome["gating"]:
+        return "info"
+    return outcome["state"]
 
 
 def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> list[_Block]:
@@ -492,15 +575,35 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> li
         _Block("h2", r["name"]),
         _Block("p", f"*{paper['title']}* — {paper['authors']} ({paper['venue']}, arXiv {paper['arxiv']})."),
         _Block("p", f"**Claim.** {r['statement']}"),
+    ]
+    banner = _seed_banner(r)
+    if banner:
+        blocks.append(
+            _Block(
+                "p",
+                f"**{banner}.** The budget's default is {r['default_seeds']} seeds; "
+                "the judge's 2-of-3 rule means little on fewer.",
+            )
+        )
+    label = _KIND_LABELS.get(verdict_kind(r))
+    blocks.append(
         _Block(
             "p",
-            f"Verdict: {_verdict_cell(r['verdict'])} — {r['reason']}. Budget `{r['budget']}`, "
-            f"seeds {[s['seed'] for s in r['seeds']]}, {r['seconds']:.1f} s, device {r['device']}.",
-        ),
-    ]
+            f"Verdict: {_verdict_cell(r['verdict'])}{f' ({label})' if label else ''} — {r['reason']}. "
+            f"Budget `{r['budget']}`, seeds {[s['seed'] for s in r['seeds']]}, {r['seconds']:.1f} s, "
+            f"device {r['device']}.",
+        )
+    )
+    if r.get("unchecked"):
+        blocks.append(_Block("p", "**Not checked by this run** (preconditions the paper's setting implies):"))
+        blocks.append(_Block("list", rows=[[u] for u in r["unchecked"]]))
     if r.get("parts"):
         rows = [["part", "verdict", "reason"]]
-        rows += [[k, _verdict_cell(v["verdict"]), v["reason"]] for k, v in r["parts"].items()]
+        for k, v in r["parts"].items():
+            part_label = _KIND_LABELS.get(v.get("kind") or verdict_kind(v))
+            rows.append(
+                [k, _verdict_cell(v["verdict"]) + (f" ({part_label})" if part_label else ""), v["reason"]]
+            )
         blocks.append(_Block("table", rows=rows))
     # The headline figure opens the section; the others follow the tables.
     key = r.get("figure") or (figures[0][2] if figures else "")
@@ -514,9 +617,8 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> li
         if papers:
             blocks.append(_Block("table", rows=[["criterion", "the paper reports"], *papers]))
     if r["verdict"] != "SUPPORTED":
-        diagnosis = r.get("diagnosis") or ""
         blocks.append(_Block("h3", "Diagnosis"))
-        blocks += _prose_blocks(diagnosis) if diagnosis else [_Block("p", "No diagnosis written yet.")]
+        blocks += _diagnosis_blocks(r)
     arms = sorted({a for s in r["seeds"] if s["metrics"] for a in s["metrics"]})
     if arms:
         rows = [["arm", "what", "metric", "median over seeds"]]
@@ -539,6 +641,42 @@ def _claim_blocks(r: dict[str, Any], figures: list[tuple[str, Path, str]]) -> li
         if s["error"]:
             blocks += [_Block("h3", f"Error (seed {s['seed']})"), _Block("code", s["error"])]
     return blocks
+
+
+_DIAGNOSIS_BUDGET = re.compile(r"(?:--budget[ =]|budget[ :]+`?)(smoke|full|long)\b")
+_DIAGNOSIS_COMMIT = re.compile(r"commit[ :]+`?([0-9a-f]{7,40})\b")
+
+
+def diagnosis_run(text: str) -> tuple[str | None, str | None]:
+    """The budget and the commit a README Diagnosis says it was measured at (``None`` if unnamed).
+
+    A Diagnosis names its run in words like "measured at commit `0a40441`, `--budget full`".
+    """
+    budget, commit = _DIAGNOSIS_BUDGET.search(text), _DIAGNOSIS_COMMIT.search(text)
+    return (budget.group(1) if budget else None), (commit.group(1) if commit else None)
+
+
+def _diagnosis_blocks(r: dict[str, Any]) -> list[_Block]:
+    """The method README's Diagnosis, when it describes this very run (its budget, at this commit);
+    otherwise a link to it that says it describes another run."""
+    text = r.get("diagnosis") or ""
+    if not text:
+        return [_Block("p", "No diagnosis written yet.")]
+    budget, commit = diagnosis_run(text)
+    sha = r.get("commit") or ""
+    if budget == r["budget"] and commit and sha.startswith(commit):
+        return _prose_blocks(text)
+    named = ", ".join(
+        x for x in (f"budget `{budget}`" if budget else "", f"commit `{commit}`" if commit else "") if x
+    )
+    return [
+        _Block(
+            "p",
+            f"The method README's Diagnosis (`src/iclr25/methods/{r['name']}/README.md`) describes "
+            f"another run ({named or 'it names no budget and commit'}), not this one "
+            f"(budget `{r['budget']}`, commit `{sha[:10] or 'unknown'}`); read it there.",
+        )
+    ]
 
 
 def _to_markdown(blocks: Sequence[_Block], root: Path) -> str:
@@ -573,6 +711,7 @@ def _inline(text: str) -> str:
         )
     text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
     text = re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+    text = text.replace(_WRAP, "<wbr>")
     return re.sub(r"\*(.+?)\*", r"<i>\1</i>", text)
 
 
@@ -591,10 +730,8 @@ def _to_html(blocks: Sequence[_Block], title: str) -> str:
         elif b.kind == "img" and b.path is not None:
             data = base64.b64encode(b.path.read_bytes()).decode()
             mime = "image/gif" if b.path.suffix == ".gif" else "image/png"
-            out.append(
-                f"<figure><img alt='{html.escape(b.text)}' src='data:{mime};base64,{data}'>"
-                f"<figcaption>{html.escape(b.text)}</figcaption></figure>"
-            )
+            # the title is drawn in the figure itself: no caption repeats it
+            out.append(f"<figure><img alt='{html.escape(b.text)}' src='data:{mime};base64,{data}'></figure>")
         elif b.kind == "audio" and b.path is not None:
             data = base64.b64encode(b.path.read_bytes()).decode()
             out.append(
@@ -674,7 +811,9 @@ def _status_row(r: dict[str, Any], date: str, sha: str) -> list[str]:
     return [
         f"[`{r['name']}`](src/iclr25/methods/{r['name']}/README.md)",
         _claim_short(r),
-        f"{r['verdict']} ({r['budget']}, {len(r['seeds'])} seed{'s' * (len(r['seeds']) != 1)})",
+        f"{_verdict_of_record(r)} ({r['budget']}, {len(r['seeds'])} seed{'s' * (len(r['seeds']) != 1)}"
+        + (f"; {_seed_banner(r)}" if _seed_banner(r) else "")
+        + ")",
         numbers,
         h["paper"] or "—",
         date,
@@ -803,15 +942,21 @@ def _results_body(r: dict[str, Any], date: str, sha: str, path: Path) -> str:
                 _fmt(o["median"]),
                 (f"{o['state']} (precondition)" if o.get("precondition") else o["state"])
                 if o["gating"]
-                else f"{o['state']} (report only)",
+                else "info",
             ]
         )
-    parts = "".join(f"- {k}: **{v['verdict']}** — {v['reason']}.\n" for k, v in r.get("parts", {}).items())
+    parts = "".join(
+        f"- {k}: **{verdict_label(v['verdict'], v.get('kind') or verdict_kind(v))}** — {v['reason']}.\n"
+        for k, v in r.get("parts", {}).items()
+    )
+    banner = f"**{_seed_banner(r)}.** " if _seed_banner(r) else ""
+    unchecked = "".join(f"- {u}\n" for u in r.get("unchecked", []))
     return (
-        f"**{r['verdict']}** — {r['reason']}. Budget `{r['budget']}`, seeds "
+        banner + f"**{_verdict_of_record(r)}** — {r['reason']}. Budget `{r['budget']}`, seeds "
         f"{[s['seed'] for s in r['seeds']]}, {r['seconds']:.0f} s, {date}, commit "
         f"`{(sha or 'unknown')[:10]}`; `iclr25 check {r['name']} --budget {r['budget']}`.\n\n"
         + (f"Verdict by part:\n\n{parts}\n" if parts else "")
+        + (f"Not checked by this run:\n\n{unchecked}\n" if unchecked else "")
         + _to_markdown([_Block("table", rows=rows)], path)
     )
 
@@ -832,6 +977,14 @@ def _mark_results(body: str, repo_root: Path, name: str) -> str:
         f"> **Stale:** these numbers may not match the code ({note}); "
         f"re-run `iclr25 check {name}` and `iclr25 report DIR --update-readme`.\n\n" + body
     )
+
+
+def make_check_sentence() -> str:
+    """The README's expected ``make check`` time, computed from the registry's per-seed times."""
+    from iclr25._core.registry import make_check_seconds
+
+    one, two = make_check_seconds(1) / 60, make_check_seconds(2) / 60
+    return f"**about {one:.0f} min with `JOBS=1`, about {two:.0f} min with `make check JOBS=2`**"
 
 
 def update_readmes(out_dir: Path, repo_root: Path) -> list[Path]:
@@ -877,7 +1030,12 @@ def update_readmes(out_dir: Path, repo_root: Path) -> list[Path]:
             entry = REGISTRY[name]
             link = f"[`{name}`](src/iclr25/methods/{name}/README.md)"
             lines.append(f"| {link} | {entry.claim} | not run | — | — | — | — |")
-    readme.write_text(_replace_between(text, STATUS_MARKERS, "\n".join(lines), str(readme)))
+    text = _replace_between(text, STATUS_MARKERS, "\n".join(lines), str(readme))
+    if MAKE_CHECK_MARKERS[0] in text:
+        start, end = MAKE_CHECK_MARKERS
+        head, rest = text.split(start, 1)
+        text = f"{head}{start}{make_check_sentence()}{end}{rest.split(end, 1)[1]}"
+    readme.write_text(text)
     written.append(readme)
     by_name = {r["name"]: r for r in records}
     for name in sorted(set(REGISTRY) | set(by_name)):

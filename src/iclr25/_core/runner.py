@@ -115,7 +115,9 @@ def run_checks(
         seeds: claim name -> the seeds it runs.
         overrides: ``--set`` overrides shared by all claims.
         device: "cpu" or "cuda".
-        jobs: parallel worker processes; each claim runs on its own ``threads`` whatever this is.
+        jobs: cores to use: seeds run side by side as long as their claims' ``threads`` add up
+            to at most ``jobs`` (a claim on 2 threads takes two). Each claim runs on its own
+            ``threads`` whatever this is, so the numbers do not depend on it.
         on_claim_done: called with each claim's judged run as soon as its seeds finish
             (the CLI writes that claim's JSON here).
         on_seed_done: called after every seed (the CLI advances its progress bar here).
@@ -152,6 +154,11 @@ def run_checks(
                 record(claim.name, run_one(claim, budget, seed, overrides, device, progress))
         return list(runs.values())
 
+    # ``jobs`` is a number of cores: a seed of a claim that runs on ``threads`` threads takes that
+    # many of them, so side-by-side seeds never ask for more threads than there are cores. Seeds
+    # start in order; one that does not fit waits while later ones that fit go first.
+    todo = [(c, s, min(c.threads, jobs)) for c in claims for s in seeds[c.name]]
+    free = jobs
     with mp.Manager() as manager, cf.ProcessPoolExecutor(max_workers=jobs) as pool:
         messages = manager.Queue()
 
@@ -164,18 +171,24 @@ def run_checks(
                 if on_progress:
                     on_progress(*message)
 
-        futures = {
-            pool.submit(_worker, c.name, budget, s, dict(overrides), device, messages): c.name
-            for c in claims
-            for s in seeds[c.name]
-        }
+        running: dict[cf.Future[SeedRun], tuple[str, int]] = {}
         try:
-            pending = set(futures)
-            while pending:
-                done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+            while todo or running:
+                for task in list(todo):
+                    claim, seed, cores = task
+                    if cores <= free:
+                        fut = pool.submit(
+                            _worker, claim.name, budget, seed, dict(overrides), device, messages
+                        )
+                        running[fut] = (claim.name, cores)
+                        free -= cores
+                        todo.remove(task)
+                done, _ = cf.wait(running, timeout=0.5, return_when=cf.FIRST_COMPLETED)
                 drain()
                 for fut in done:
-                    record(futures[fut], fut.result())
+                    name, cores = running.pop(fut)
+                    free += cores
+                    record(name, fut.result())
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
