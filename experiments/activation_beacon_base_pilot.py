@@ -13,8 +13,8 @@ Optionally a share of each batch is replaced by auxiliary rows:
 
 Every ``--eval-every`` steps it prints held-out recall with 4 pairs at L = 64, 128 and 512 (chance
 with an in-context-values guess is 1/4); at the end, the retrieval attention mass per layer at
-L = 512, and the held-out recall and attention mass exactly as
-``experiments/activation_beacon_base.py`` measures them (512 rows, L = 512, 4 pairs). One CPU thread;
+L = 512, and the held-out recall and attention mass exactly as the shipped base's recipe
+(``pretrain_base``) measures them (512 rows, L = 512, 4 pairs). One CPU thread;
 nothing is written to disk.
 
 Example (the runs quoted in the method README's Diagnosis):

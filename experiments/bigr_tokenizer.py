@@ -1,17 +1,18 @@
-"""Train the B-AE that the BiGR claim check ships and loads (``methods/bigr/data/bae_shapes16``).
+"""Ablations of the recipe of the B-AE that the BiGR claim check ships and loads.
 
-The paper trains one tokenizer and shares it by every generator; so does the check. This script
-trains it once on shapes-world seed 100 (outside the check's seeds 0-2; the world draws the same
-distribution for every seed), with the paper's recipe less the GAN: stochastic Bernoulli bits with
-the straight-through estimator, L1 + the perceptual term (weight 1; LPIPS's distance over a
-:class:`~iclr25.methods.bigr.perceptual.FeatureNet` first trained to name shape and colour on
+The shipped B-AE and the feature net of its perceptual term are trained by ``iclr25 pretrain
+bigr`` (recipes ``pretrain_feature_net`` and ``pretrain_tokenizer``, configs
+``FeatureNetRecipe`` and ``TokenizerRecipe``). This script retrains both in one process with other
+settings, to compare recipes: on shapes-world seed 100 (outside the check's seeds 0-2), stochastic
+Bernoulli bits with the straight-through estimator, L1 + the perceptual term (LPIPS's distance over
+a :class:`~iclr25.methods.bigr.perceptual.FeatureNet` first trained to name shape and colour on
 8,000 images of the world's split "perceptual", every background), no code regulariser, Adam with
-a cosine schedule. It then trains
-the claim's evaluator CNN on the claim's 16 classes of the same seed and records how many
-reconstructions of 1,000 natural test images (thresholded bits) it classifies correctly.
-``--perceptual-weight 0`` gives the L1-only tokenizer.
+a cosine schedule. It then trains the claim's evaluator CNN on the claim's 16 classes of the same
+seed and records how many reconstructions of 1,000 natural test images (thresholded bits) it
+classifies correctly. ``--perceptual-weight 0`` gives the L1-only tokenizer, ``--feature-world
+broad`` a feature net of 64 classes in every style; the defaults are the shipped recipe.
 
-Usage: ``python experiments/bigr_tokenizer.py --steps 8000 --out src/iclr25/methods/bigr/data/bae_shapes16``
+Usage: ``python experiments/bigr_tokenizer.py --steps 3000 --feature-world broad --out DIR``
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=100)
-    ap.add_argument("--out", default="src/iclr25/methods/bigr/data/bae_shapes16")
+    ap.add_argument("--out", required=True, help="folder of the B-AE (config, weights, record)")
     ap.add_argument("--perceptual-weight", type=float, default=1.0)
     ap.add_argument("--feature-steps", type=int, default=2000)
     ap.add_argument(

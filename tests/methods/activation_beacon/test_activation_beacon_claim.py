@@ -6,6 +6,9 @@ import pytest
 import torch
 
 from iclr25._core.claims import judge
+from iclr25._core.pretrained import ARTEFACT_FILES, ArtefactMissingError, read_training
+from iclr25._core.registry import REGISTRY
+from iclr25._core.seeding import claim_scope
 from iclr25.methods.activation_beacon import (
     BASE_DIR,
     BaseTrainConfig,
@@ -18,9 +21,8 @@ from iclr25.methods.activation_beacon import (
     load_base,
     make_pair_recall,
     make_repeat_segments,
-    train_base,
+    pretrain_base,
 )
-from iclr25.methods.activation_beacon.base import training_record
 from iclr25.methods.activation_beacon.claim import CLAIM, MIN_DEEP_READ_DROP, MIN_FULL_ACC
 
 
@@ -147,24 +149,33 @@ def test_knockout_blocks_only_the_listed_layers():
         knockout_accuracy(lm, ids, labels, 16, [2])
 
 
-def test_shipped_base_is_small_and_documented():
+def test_shipped_base_is_small_and_documented(tmp_path):
     files = {p.name: p.stat().st_size for p in BASE_DIR.iterdir()}
-    assert {"config.json", "model.safetensors", "training.json"} <= set(files)
+    assert set(files) == set(ARTEFACT_FILES)
     assert files["model.safetensors"] < 1_000_000
-    rec = training_record()
-    assert rec["command"].startswith("python experiments/activation_beacon_base.py")
-    assert len(rec["losses"]) == BaseTrainConfig.from_dict(rec["config"]).steps
-    lm = load_base()
-    assert not lm.training and lm.config.num_hidden_layers == rec["config"]["n_layer"]
-
-
-def test_shipped_base_reproduces_first_steps(one_thread):
-    """Re-running the training script's loop for its first steps gives the recorded losses."""
-    rec = training_record()
+    rec = read_training(BASE_DIR)
+    assert rec["command"].startswith("iclr25 pretrain activation_beacon base --out ")
     cfg = BaseTrainConfig.from_dict(rec["config"])
-    n = 3
-    _, losses = train_base(cfg, steps=n)
-    assert losses == pytest.approx(rec["losses"][:n], abs=1e-4)
+    assert cfg == BaseTrainConfig(), "the shipped base was trained with the recipe's config"
+    assert rec["steps"] == len(rec["loss_curve"]) == cfg.steps
+    assert rec["quality"]["heldout_accuracy"] >= MIN_FULL_ACC
+    lm = load_base()
+    assert not lm.training and lm.config.num_hidden_layers == cfg.n_layer
+    with pytest.raises(ArtefactMissingError, match="iclr25 pretrain activation_beacon base"):
+        load_base(tmp_path)
+
+
+def test_shipped_base_reproduces_first_steps(tmp_path):
+    """Re-running the recipe for its first steps, as ``iclr25 pretrain`` runs it, gives the
+    recorded losses and writes nothing."""
+    rec = read_training(BASE_DIR)
+    n = REGISTRY["activation_beacon"].artefacts[0].replay_steps
+    calls = []
+    with claim_scope(0, threads=1):
+        losses = pretrain_base(tmp_path, max_steps=n, progress=lambda *a: calls.append(a))
+    assert losses == pytest.approx(rec["loss_curve"][:n], abs=1e-4)
+    assert all(stage == "base" and total == rec["steps"] for stage, _, total in calls)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.full

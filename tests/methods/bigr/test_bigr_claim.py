@@ -134,12 +134,19 @@ def test_tokenizer_round_trip_and_clear_errors(tmp_path) -> None:
                          resolution=8)  # fmt: skip
     torch.manual_seed(0)
     ae = BinaryAutoencoder(cfg).eval()
-    save_tokenizer(ae, tmp_path / "bae", training={"steps": 0})
+    torch.manual_seed(1)
+    ema = BinaryAutoencoder(cfg).eval()
+    save_tokenizer(ae, tmp_path / "bae", ema=ema, training={"steps": 0})
+    names = sorted(p.name for p in (tmp_path / "bae").iterdir())
+    assert names == ["config.json", "model.safetensors", "training.json"]
     back = load_tokenizer(tmp_path / "bae")
     bits = torch.randint(0, 2, (2, 4, 4, 4)).float()
-    assert back.cfg == cfg and torch.equal(back.decode(bits), ae.decode(bits))
-    (tmp_path / "bae" / "bae.pt").unlink()
-    with pytest.raises(FileNotFoundError, match=r"bae\.pt"):
+    assert back.cfg == cfg and torch.equal(back.decode(bits), ema.decode(bits))
+    assert torch.equal(load_tokenizer(tmp_path / "bae", key="model").decode(bits), ae.decode(bits))
+    with pytest.raises(KeyError, match="'best'"):
+        load_tokenizer(tmp_path / "bae", key="best")
+    (tmp_path / "bae" / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"model\.safetensors.*iclr25 pretrain bigr bae_shapes16"):
         load_tokenizer(tmp_path / "bae")
     with pytest.raises(ValueError, match="shipped tokenizer"):
         _tokenizer(ClaimConfig(ae_downsample=2), torch.zeros(1, 3, 16, 16), None, lambda *a: None)

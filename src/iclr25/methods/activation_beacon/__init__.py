@@ -14,6 +14,7 @@ from iclr25.methods.activation_beacon.base import (
     load_base,
     make_pair_recall,
     make_repeat_segments,
+    pretrain_base,
     retrieval_mass,
     train_base,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "load_beacon_model",
     "make_pair_recall",
     "make_repeat_segments",
+    "pretrain_base",
     "ratio_schedule",
     "register_auto_classes",
     "retrieval_mass",

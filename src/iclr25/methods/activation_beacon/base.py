@@ -1,5 +1,5 @@
-"""The pretrained base of the claim check: a tiny Llama that recalls key→value pairs, shipped as
-package data, and the synthetic task it was trained on.
+"""The pretrained base of the claim check: a tiny Llama that recalls key→value pairs, shipped in
+the package, and the synthetic task it was trained on.
 
 Paper: *Long Context Compression with Activation Beacon*, Peitian Zhang, Zheng Liu, Shitao Xiao,
 Ninglu Shao, Qiwei Ye, Zhicheng Dou. ICLR 2025, arXiv:2401.03462. The paper trains beacons on a
@@ -17,22 +17,25 @@ the context from the query positions.
 Trained on pair recall alone, the tiny base sits on a plateau (it guesses among the values in the
 row) for thousands of steps. ``train_base`` therefore starts with rows holding a repeated random
 segment at a random offset (``make_repeat_segments``), where an induction circuit forms within a
-few hundred steps, and then moves to pair recall at growing lengths. It is the deterministic
-training loop of ``experiments/activation_beacon_base.py``; ``load_base`` reads the shipped
-weights.
+few hundred steps, and then moves to pair recall at growing lengths. ``pretrain_base`` is the
+recipe of the shipped weights (``iclr25 pretrain activation_beacon base``): it runs ``train_base``
+and records the held-out quality; ``load_base`` reads the shipped weights.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from iclr25._core.claims import ProgressFn
 from iclr25._core.config import param
+from iclr25._core.pretrained import RecipeRun, require_artefact
 
 __all__ = [
     "BASE_DIR",
@@ -44,12 +47,14 @@ __all__ = [
     "load_base",
     "make_pair_recall",
     "make_repeat_segments",
+    "pretrain_base",
     "retrieval_mass",
     "train_base",
 ]
 
-#: Folder of the shipped base: ``config.json``, ``model.safetensors``, ``training.json``.
-BASE_DIR = Path(__file__).parent / "data" / "base"
+#: Folder of the shipped base: ``config.json``, ``model.safetensors``, ``training.json``
+#: (written by :func:`pretrain_base`).
+BASE_DIR = Path(__file__).parent / "pretrained" / "base"
 
 
 @dataclass(frozen=True)
@@ -287,6 +292,20 @@ def train_base(
     Returns:
         The trained model (eval mode, eager attention) and the per-step training losses.
     """
+    return _run_base(cfg, steps=steps, log=log)
+
+
+def _run_base(
+    cfg: BaseTrainConfig,
+    *,
+    steps: int | None = None,
+    log: Callable[[int, float], None] | None = None,
+    state: dict[str, Any] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    every: int = 200,
+) -> tuple[LlamaForCausalLM, list[float]]:
+    """The loop of :func:`train_base`, which can start from a ``state`` that ``checkpoint``
+    received (called every ``every`` steps with the model, optimiser, next step and losses)."""
     n = cfg.steps if steps is None else steps
     if n < 0 or n > cfg.steps:
         raise ValueError(f"steps must be in [0, {cfg.steps}], got {n}")
@@ -294,9 +313,14 @@ def train_base(
     model.config._attn_implementation = "sdpa"  # training speed; the maps are the same maths
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
-    stage_of = [st for st in cfg.stages for _ in range(st.steps)]
     losses: list[float] = []
-    for s in range(n):
+    start = 0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start, losses = state["step"], list(state["losses"])
+    stage_of = [st for st in cfg.stages for _ in range(st.steps)]
+    for s in range(start, n):
         for group in opt.param_groups:
             group["lr"] = _lr_at(s, cfg)
         ids, labels = _stage_batch(stage_of[s], cfg, cfg.seed * 1_000_003 + s)
@@ -308,20 +332,82 @@ def train_base(
         losses.append(float(loss.detach()))
         if log is not None:
             log(s, losses[-1])
+        if checkpoint is not None and (s + 1) % every == 0 and s + 1 < n:
+            checkpoint({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": s + 1,
+                        "losses": losses})  # fmt: skip
     model.config._attn_implementation = "eager"
     return model.eval(), losses
 
 
-def load_base(directory: str | Path = BASE_DIR) -> LlamaForCausalLM:
-    """The shipped base (or one saved by the training script to ``directory``), fp32, eval mode.
+def _base_quality(model: LlamaForCausalLM, cfg: BaseTrainConfig) -> dict[str, float]:
+    """Held-out quality of a trained base: recall of 4 pairs at L = 512 on 512 rows it never saw,
+    the recall with each layer's reads of the context blocked, and each layer's attention mass
+    from the query key to the fact's value (64 of the rows)."""
+    ids, labels = make_pair_recall(512, 512, cfg.query_len, seed=10**7 + cfg.seed)
+    with torch.no_grad():
+        logits = torch.cat([model(input_ids=ids[i : i + 64]).logits for i in range(0, 512, 64)])
+    mask = labels[:, 1:] != -100
+    quality = {
+        "heldout_accuracy": float((logits[:, :-1].argmax(-1)[mask] == labels[:, 1:][mask]).float().mean())
+    }
+    for i in range(cfg.n_layer):
+        quality[f"accuracy_layer_{i}_blocked"] = knockout_accuracy(
+            model, ids[:64], labels[:64], cfg.query_len, [i]
+        )
+    for i, mass in enumerate(retrieval_mass(model, ids[:64], labels[:64])):
+        quality[f"value_attention_layer_{i}"] = mass
+    return quality
+
+
+def pretrain_base(
+    out: str | os.PathLike[str], *, progress: ProgressFn, max_steps: int | None = None
+) -> list[float]:
+    """Recipe of the shipped base: :func:`train_base` with the default :class:`BaseTrainConfig`.
+
+    Writes ``config.json`` and ``model.safetensors`` (``save_pretrained``) and ``training.json``
+    into ``out``. ``training.json`` records the config, every step's loss and the quality on
+    held-out rows: recall of 4 pairs at L = 512, the recall with each layer's reads of the context
+    blocked (:func:`knockout_accuracy`), and each layer's attention on the fact's value
+    (:func:`retrieval_mass`). An unfinished run checkpoints into ``out`` every 200 steps and
+    resumes from there when called again.
+
+    Args:
+        out: the folder to write.
+        progress: called as ``progress("base", done, total)`` every 50 steps.
+        max_steps: stop after this many steps and write nothing (replays the first steps).
+
+    Returns:
+        The per-step training losses.
+    """
+    cfg = BaseTrainConfig()
+    run = RecipeRun(out, replay=max_steps is not None)
+
+    def log(step: int, _loss: float) -> None:
+        if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
+            progress("base", step + 1, cfg.steps)
+
+    if max_steps is not None:
+        return _run_base(cfg, steps=max_steps, log=log)[1]
+    model, losses = _run_base(cfg, log=log, state=run.state, checkpoint=run.checkpoint)
+    quality = _base_quality(model, cfg)
+    model.save_pretrained(out)
+    run.finish(
+        command=f"iclr25 pretrain activation_beacon base --out {out}",
+        loss_curve=losses,
+        quality=quality,
+        config=asdict(cfg),
+    )
+    return losses
+
+
+def load_base(directory: str | os.PathLike[str] = BASE_DIR) -> LlamaForCausalLM:
+    """The shipped base (or one :func:`pretrain_base` wrote to ``directory``), fp32, eval mode.
 
     Raises:
-        FileNotFoundError: the folder lacks ``config.json`` or ``model.safetensors``.
+        ArtefactMissingError: the folder lacks ``config.json``, ``model.safetensors`` or
+            ``training.json`` (the message names the command that trains it).
     """
-    d = Path(directory)
-    for f in ("config.json", "model.safetensors"):
-        if not (d / f).is_file():
-            raise FileNotFoundError(f"base folder {str(d)!r} has no {f}")
+    d = require_artefact(directory, method="activation_beacon", name="base")
     model = LlamaForCausalLM.from_pretrained(d, local_files_only=True, attn_implementation="eager")
     return model.eval()
 
@@ -382,11 +468,6 @@ def knockout_accuracy(
             hd.remove()
     mask = labels[:, 1:] != -100
     return float((logits[:, :-1].argmax(-1)[mask] == labels[:, 1:][mask]).float().mean())
-
-
-def training_record(directory: str | Path = BASE_DIR) -> dict:
-    """The shipped base's ``training.json``: its config, command and recorded losses."""
-    return json.loads((Path(directory) / "training.json").read_text())
 
 
 def config_dict(cfg: BaseTrainConfig) -> dict:

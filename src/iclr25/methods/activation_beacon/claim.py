@@ -1,8 +1,8 @@
 """Claim check of Activation Beacon: an 8x smaller KV cache and less attention compute at α = 8,
 with recall close to the uncompressed model at an equal KV budget.
 
-As in the paper, the base LLM is pretrained and frozen: a tiny Llama shipped as package data
-(trained by ``experiments/activation_beacon_base.py`` on key→value pair recall, whose values are
+As in the paper, the base LLM is pretrained and frozen: a tiny Llama shipped in the package
+(trained by ``iclr25 pretrain activation_beacon base`` on key→value pair recall, whose values are
 read in layer 1 by an induction circuit; blocking layer 1's reads of the context removes the
 recall). Only beacon parameters are trained here
 (compression-based auto-regression, step-random α, rows of ``train_len`` tokens); recall at

@@ -106,7 +106,7 @@ class ClaimConfig:
 
     base_dir: str = param(
         "",
-        doc="folder of the frozen base ('' = the shipped base in the package data)",
+        doc="folder of the frozen base ('' = the shipped one; another from `iclr25 pretrain`)",
         source="paper: Sec. 4, beacons trained on a frozen pretrained LLM",
     )
     seq_len: int = param(512, doc="evaluation length L", source="paper: spec, L=512")

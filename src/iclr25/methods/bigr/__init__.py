@@ -12,7 +12,9 @@ from iclr25.methods.bigr.config import (
     BiGRConfig,
     BinaryAEConfig,
     ClaimConfig,
+    FeatureNetRecipe,
     SamplerConfig,
+    TokenizerRecipe,
     TranscoderConfig,
     bae_d24,
     bae_d32,
@@ -24,7 +26,15 @@ from iclr25.methods.bigr.config import (
     xxl_d32,
 )
 from iclr25.methods.bigr.model import BiGR, check_bits, masked_count, train_bigr
-from iclr25.methods.bigr.perceptual import FeatureNet, PerceptualLoss, train_feature_net
+from iclr25.methods.bigr.perceptual import (
+    FEATURE_NET,
+    FeatureNet,
+    PerceptualLoss,
+    load_feature_net,
+    pretrain_feature_net,
+    save_feature_net,
+    train_feature_net,
+)
 from iclr25.methods.bigr.pipeline import BiGRPipeline, PipelineOutput
 from iclr25.methods.bigr.probe import (
     Evaluator,
@@ -41,6 +51,7 @@ from iclr25.methods.bigr.tokenizer import (
     BinaryAutoencoder,
     BinaryCodes,
     load_tokenizer,
+    pretrain_tokenizer,
     save_tokenizer,
     train_tokenizer,
 )
@@ -57,6 +68,7 @@ from iclr25.methods.bigr.transcoder import (
 )
 
 __all__ = [
+    "FEATURE_NET",
     "SHAPES_TOKENIZER",
     "BernoulliQuantizer",
     "BernoulliTranscoder",
@@ -71,11 +83,13 @@ __all__ = [
     "ClaimConfig",
     "Evaluator",
     "FeatureNet",
+    "FeatureNetRecipe",
     "LlamaBackbone",
     "PerceptualLoss",
     "PipelineOutput",
     "SampleOutput",
     "SamplerConfig",
+    "TokenizerRecipe",
     "TranscoderConfig",
     "apply_rope",
     "bae_d24",
@@ -89,6 +103,7 @@ __all__ = [
     "l_d24",
     "l_d32_512",
     "linear_probe",
+    "load_feature_net",
     "load_state",
     "load_tokenizer",
     "masked_count",
@@ -96,10 +111,13 @@ __all__ = [
     "pack_bits",
     "posterior_one",
     "precision_recall",
+    "pretrain_feature_net",
+    "pretrain_tokenizer",
     "q_sample",
     "rope_2d",
     "sample_timesteps",
     "save_checkpoint",
+    "save_feature_net",
     "save_tokenizer",
     "timestep_embedding",
     "tiny",

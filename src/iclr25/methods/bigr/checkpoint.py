@@ -1,4 +1,5 @@
-"""Checkpoints of BiGR in the official layout: a ``torch.save`` dict ``{"model": ..., "ema": ...}``.
+"""Checkpoints of BiGR in the official layout: a ``torch.save`` dict ``{"model": ..., "ema": ...}``,
+and the state of an unfinished training run (for recipes that resume).
 
 References:
     Hao et al., *BiGR*, ICLR 2025, arXiv:2410.14672; released generator files hold the trained
@@ -9,6 +10,7 @@ References:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,3 +47,35 @@ def load_state(model: nn.Module, path: str | os.PathLike[str], *, key: str | Non
             f"checkpoint {path} does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
         )
     return model
+
+
+def _train_state(
+    step: int, losses: list[float], model: nn.Module, opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler | None, generator: torch.Generator | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Everything a training loop needs to go on from ``step`` exactly as if never stopped: the
+    weights, the optimiser and schedule states, the batch generator and torch's global RNG."""
+    return {
+        "step": step,
+        "losses": list(losses),
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "scheduler": None if sched is None else sched.state_dict(),
+        "generator": None if generator is None else generator.get_state(),
+        "torch_rng": torch.get_rng_state(),
+    }
+
+
+def _restore_train_state(
+    state: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler | None, generator: torch.Generator | None,
+) -> tuple[int, list[float]]:  # fmt: skip
+    """Load what :func:`_train_state` saved; returns the next step and the losses so far."""
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    if sched is not None:
+        sched.load_state_dict(state["scheduler"])
+    if generator is not None:
+        generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    return state["step"], list(state["losses"])

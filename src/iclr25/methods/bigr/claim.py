@@ -140,7 +140,7 @@ def _tokenizer(
         if want != have:
             raise ValueError(
                 f"the shipped tokenizer has {have}, this config asks for {want}; "
-                "use --set tokenizer=train or train one with experiments/bigr_tokenizer.py"
+                "use --set tokenizer=train (the shipped one is made by `iclr25 pretrain bigr`)"
             )
         return ae
     if cfg.tokenizer not in ("shipped", "train"):

@@ -4,8 +4,9 @@ Paper: *BiGR: Harnessing Binary Latent Codes for Image Generation and Improved V
 Capabilities*, Shaozhe Hao, Xuantong Liu, Xianbiao Qi, Shihao Zhao, Bojia Zi, Rong Xiao, Kai Han,
 Kwan-Yee K. Wong, ICLR 2025, arXiv:2410.14672. :class:`BinaryAEConfig` is the binary autoencoder,
 :class:`BiGRConfig` the generator (with its :class:`TranscoderConfig`), :class:`SamplerConfig` the
-confidence-ordered sampler and :class:`ClaimConfig` the CPU claim check. Paper-scale presets are
-functions (:func:`l_d24`, :func:`xl_d24`, ...) that only build configs.
+confidence-ordered sampler and :class:`ClaimConfig` the CPU claim check; :class:`FeatureNetRecipe`
+and :class:`TokenizerRecipe` are the recipes of the shipped perceptual feature net and B-AE.
+Paper-scale presets are functions (:func:`l_d24`, :func:`xl_d24`, ...) that only build configs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ __all__ = [
     "BiGRConfig",
     "BinaryAEConfig",
     "ClaimConfig",
+    "FeatureNetRecipe",
     "SamplerConfig",
+    "TokenizerRecipe",
     "TranscoderConfig",
     "bae_d24",
     "bae_d32",
@@ -223,6 +226,67 @@ def tiny(*, code_dim: int = 8, grid: int = 4, num_classes: int = 4) -> BiGRConfi
         code_dim=code_dim, grid=grid, num_classes=num_classes, dim=64, depth=2, heads=4, dropout=0.0,
         transcoder=TranscoderConfig(depth=2, width=64, timesteps=32, sample_steps=8),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FeatureNetRecipe:
+    """How the shipped feature net of the perceptual loss is trained (``iclr25 pretrain bigr
+    feature_net``): a :class:`~iclr25.methods.bigr.perceptual.FeatureNet` naming the shape and
+    colour of shapes-world images of the split "perceptual" (every background), Adam on the
+    cross-entropy."""
+
+    seed: int = param(
+        100, doc="seed of the world, the initialisation and the batches",
+        source="deviation: outside the check's seeds 0-2 (the world draws the same distribution)",
+    )  # fmt: skip
+    image_size: int = param(16, doc="image side", source="deviation: the claim's 16 x 16 images")
+    n_images: int = param(8000, doc="training images (split 'perceptual')", source="deviation: CPU scale")
+    n_heldout: int = param(
+        1000,
+        doc="held-out images (split 'perceptual_test') of the reported accuracy",
+        source="deviation: CPU scale",
+    )
+    widths: tuple[int, int, int] = param(
+        (32, 64, 128), doc="channels of the three blocks", source="deviation: CPU stand-in for VGG"
+    )
+    steps: int = param(2000, doc="Adam steps", source="deviation: CPU scale")
+    batch_size: int = param(64, doc="images per step", source="deviation: CPU scale")
+    lr: float = param(1e-3, doc="Adam learning rate", source="deviation: CPU scale")
+
+
+@dataclass(frozen=True)
+class TokenizerRecipe:
+    """How the shipped B-AE of the claim's shapes world is trained (``iclr25 pretrain bigr
+    bae_shapes16``): L1 + the perceptual term over the shipped feature net, stochastic bits with
+    the straight-through estimator, Adam with a cosine schedule (the paper's recipe less the GAN).
+    The quality it records is read by an evaluator CNN trained on the same seed's images."""
+
+    seed: int = param(
+        100, doc="seed of the world, the initialisation and the batches",
+        source="deviation: outside the check's seeds 0-2 (the world draws the same distribution)",
+    )  # fmt: skip
+    ae: BinaryAEConfig = param(
+        BinaryAEConfig(nf=16, ch_mult=(1, 2, 2), num_res_blocks=1, attn_resolutions=(), emb_dim=64,
+                       code_dim=10, resolution=16),
+        doc="the B-AE: 4 x 4 tokens of K = 10 bits for 16 x 16 images",
+        source="deviation: CPU scale (the claim's ae_* fields)",
+    )  # fmt: skip
+    backgrounds: tuple[str, ...] = param(
+        ("plain", "tint", "gradient"), doc="shapes-world backgrounds", source="deviation: the claim's world"
+    )
+    n_train: int = param(5000, doc="training images (split 'train')", source="deviation: the claim's n_train")
+    n_test: int = param(1000, doc="test images of the reported quality", source="deviation: CPU scale")
+    steps: int = param(
+        8000, doc="Adam steps (cosine schedule over all of them)", source="deviation: CPU scale"
+    )
+    batch_size: int = param(32, doc="images per step", source="deviation: CPU scale")
+    lr: float = param(2e-3, doc="Adam learning rate", source="deviation: pilot on seed 100")
+    perceptual_weight: float = param(1.0, doc="weight of the perceptual term", source="paper: LPIPS weight 1")
+    eval_steps: int = param(
+        1200,
+        doc="training steps of the evaluator CNN of the quality",
+        source="deviation: the claim's eval_steps",
+    )
 
 
 @dataclass(frozen=True)

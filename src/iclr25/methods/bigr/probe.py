@@ -12,12 +12,14 @@ References:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from iclr25.methods.bigr.checkpoint import _restore_train_state, _train_state
 
 __all__ = [
     "Evaluator",
@@ -119,21 +121,45 @@ def fit_classifier(
     generator: torch.Generator | None = None, progress: Callable[[int, int], None] | None = None,
 ) -> _Net:  # fmt: skip
     """Adam on the cross-entropy of random batches; returns ``net`` in eval mode."""
+    _fit_classifier(net, images, labels, steps=steps, batch_size=batch_size, lr=lr, generator=generator,
+                    progress=progress)  # fmt: skip
+    return net
+
+
+def _fit_classifier(
+    net: nn.Module, images: torch.Tensor, labels: torch.Tensor, *, steps: int, batch_size: int, lr: float,
+    generator: torch.Generator | None = None, progress: Callable[[int, int], None] | None = None,
+    progress_every: int = 100, stop: int | None = None, state: dict[str, Any] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None, every: int = 500,
+) -> list[float]:  # fmt: skip
+    """The loop of :func:`fit_classifier`; returns every step's loss and leaves ``net`` in eval mode.
+
+    ``stop`` ends the run after that many steps; ``state`` (what ``checkpoint`` received, every
+    ``every`` steps) resumes an unfinished one exactly.
+    """
     if steps < 1 or batch_size < 1:
         raise ValueError("steps and batch_size must be >= 1")
     if len(images) != len(labels):
         raise ValueError(f"{len(images)} images but {len(labels)} labels")
     opt = torch.optim.Adam(net.parameters(), lr=lr)
+    start, losses = 0, []
+    if state is not None:
+        start, losses = _restore_train_state(state, net, opt, None, generator)
+    end = steps if stop is None else min(stop, steps)
     net.train()
-    for step in range(steps):
+    for step in range(start, end):
         idx = torch.randint(0, len(images), (batch_size,), generator=generator)
         loss = F.cross_entropy(net(images[idx]), labels[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if progress and (step + 1) % 100 == 0:
+        losses.append(loss.item())
+        if progress and (step + 1) % progress_every == 0:
             progress(step + 1, steps)
-    return net.eval()
+        if checkpoint is not None and (step + 1) % every == 0 and step + 1 < end:
+            checkpoint(_train_state(step + 1, losses, net, opt, None, generator))
+    net.eval()
+    return losses
 
 
 @torch.no_grad()

@@ -5,15 +5,20 @@ References:
     Representation Capabilities*, ICLR 2025, arXiv:2410.14672, Sec. 3.1 (binary tokenizer), following
     Binary Latent Diffusion (Wang et al., CVPR 2023): p = sigmoid(.), b ~ Bernoulli(p), straight-through
     b_st = sg(b) + p - sg(p), decoder input sum_k b_k E_k.
+
+The B-AE of the claim's shapes world is trained once and shipped (``SHAPES_TOKENIZER``, trained
+by :func:`pretrain_tokenizer`, ``iclr25 pretrain bigr bae_shapes16``), as the paper trains one
+tokenizer and shares it by every generator.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,7 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr25.methods.bigr.config import BinaryAEConfig
+from iclr25._core.claims import ProgressFn
+from iclr25._core.pretrained import RecipeRun, read_training, require_artefact
+from iclr25.methods.bigr.checkpoint import _restore_train_state, _train_state
+from iclr25.methods.bigr.config import BinaryAEConfig, TokenizerRecipe
 
 __all__ = [
     "SHAPES_TOKENIZER",
@@ -29,14 +37,15 @@ __all__ = [
     "BinaryAutoencoder",
     "BinaryCodes",
     "load_tokenizer",
+    "pretrain_tokenizer",
     "save_tokenizer",
     "train_tokenizer",
 ]
 
-#: The B-AE shipped for the claim's 16 x 16 shapes world (``config.json``, ``bae.pt`` in the
-#: official ``{"model", "ema"}`` layout, ``training.json``); ``experiments/bigr_tokenizer.py``
-#: writes it.
-SHAPES_TOKENIZER = Path(__file__).parent / "data" / "bae_shapes16"
+#: The B-AE shipped for the claim's 16 x 16 shapes world (``config.json``, ``model.safetensors``
+#: with the ``"model."`` and ``"ema."`` weights of the official layout, ``training.json``),
+#: written by :func:`pretrain_tokenizer`.
+SHAPES_TOKENIZER = Path(__file__).parent / "pretrained" / "bae_shapes16"
 
 
 class BinaryCodes(NamedTuple):
@@ -247,15 +256,34 @@ def train_tokenizer(
     Returns:
         The loss of every step.
     """
+    return _train_tokenizer(
+        ae, images, steps=steps, batch_size=batch_size, lr=lr, generator=generator, progress=progress,
+        perceptual=perceptual, perceptual_weight=perceptual_weight,
+    )  # fmt: skip
+
+
+def _train_tokenizer(
+    ae: BinaryAutoencoder, images: torch.Tensor, *, steps: int, batch_size: int, lr: float,
+    generator: torch.Generator | None, progress: Callable[[int, int], None] | None,
+    perceptual: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None, perceptual_weight: float,
+    stop: int | None = None, state: dict[str, Any] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None, every: int = 500,
+) -> list[float]:  # fmt: skip
+    """The loop of :func:`train_tokenizer`. ``stop`` ends the run after that many steps (the
+    cosine schedule still spans ``steps``); ``state`` (what ``checkpoint`` received, every
+    ``every`` steps) resumes an unfinished run exactly."""
     if steps < 1 or batch_size < 1:
         raise ValueError("steps and batch_size must be >= 1")
     if perceptual_weight < 0:
         raise ValueError(f"perceptual_weight must be non-negative, got {perceptual_weight}")
     opt = torch.optim.Adam(ae.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    losses = []
+    start, losses = 0, []
+    if state is not None:
+        start, losses = _restore_train_state(state, ae, opt, sched, generator)
+    end = steps if stop is None else min(stop, steps)
     ae.train()
-    for step in range(steps):
+    for step in range(start, end):
         idx = torch.randint(0, len(images), (batch_size,), generator=generator)
         x = images[idx]
         x_hat, codes = ae(x, generator=generator)
@@ -271,39 +299,154 @@ def train_tokenizer(
         losses.append(loss.item())
         if progress and (step + 1) % 50 == 0:
             progress(step + 1, steps)
+        if checkpoint is not None and (step + 1) % every == 0 and step + 1 < end:
+            checkpoint(_train_state(step + 1, losses, ae, opt, sched, generator))
     ae.eval()
     return losses
 
 
 def save_tokenizer(
-    ae: BinaryAutoencoder, directory: str | os.PathLike[str], *, training: dict[str, Any] | None = None
+    ae: BinaryAutoencoder,
+    directory: str | os.PathLike[str],
+    *,
+    ema: BinaryAutoencoder | None = None,
+    training: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``config.json``, ``bae.pt`` (``{"model", "ema"}``) and, if given, ``training.json``.
+    """Write ``config.json``, ``model.safetensors`` and, if given, ``training.json``.
+
+    The safetensors file holds the official ``{"model", "ema"}`` layout as key prefixes:
+    ``"model.<name>"`` for ``ae``'s weights and ``"ema.<name>"`` for their EMA (``ema``, by default
+    ``ae`` itself). :func:`load_tokenizer` reads a folder with all three files.
 
     Returns:
         The folder.
     """
-    from iclr25.methods.bigr.checkpoint import save_checkpoint
+    from safetensors.torch import save_file
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     (d / "config.json").write_text(json.dumps(dataclasses.asdict(ae.cfg), indent=1) + "\n")
-    save_checkpoint(d / "bae.pt", ae)
+    tensors = {}
+    for prefix, model in (("model", ae), ("ema", ema or ae)):
+        # safetensors stores no shared memory: every entry gets its own copy
+        tensors.update(
+            {f"{prefix}.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+        )
+    save_file(tensors, d / "model.safetensors")
     if training is not None:
-        (d / "training.json").write_text(json.dumps(training, indent=1) + "\n")
+        (d / "training.json").write_text(json.dumps(dict(training), indent=1) + "\n")
     return d
 
 
-def load_tokenizer(directory: str | os.PathLike[str] = SHAPES_TOKENIZER) -> BinaryAutoencoder:
+def load_tokenizer(
+    directory: str | os.PathLike[str] = SHAPES_TOKENIZER, *, key: str = "ema"
+) -> BinaryAutoencoder:
     """A B-AE saved by :func:`save_tokenizer` (by default the shipped shapes-world one), eval mode.
 
+    Args:
+        directory: the folder.
+        key: which weights to load, ``"ema"`` (what inference uses) or ``"model"``.
+
     Raises:
-        FileNotFoundError: the folder lacks ``config.json`` or ``bae.pt``.
+        ArtefactMissingError: the folder lacks ``config.json``, ``model.safetensors`` or
+            ``training.json`` (the message names the command that trains it).
+        KeyError: the file holds no weights under ``key``, or they do not fit the config.
     """
-    d = Path(directory)
-    for f in ("config.json", "bae.pt"):
-        if not (d / f).is_file():
-            raise FileNotFoundError(f"tokenizer folder {str(d)!r} has no {f}")
+    from safetensors.torch import load_file
+
+    d = require_artefact(directory, method="bigr", name="bae_shapes16")
     raw = json.loads((d / "config.json").read_text())
     cfg = BinaryAEConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
-    return BinaryAutoencoder.from_pretrained(str(d / "bae.pt"), cfg).eval()
+    prefix = f"{key}."
+    weights = {
+        k[len(prefix) :]: v for k, v in load_file(d / "model.safetensors").items() if k.startswith(prefix)
+    }
+    if not weights:
+        raise KeyError(f"{d / 'model.safetensors'} holds no {key!r} weights")
+    model = BinaryAutoencoder(cfg)
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if missing or unexpected:
+        raise KeyError(f"{d} does not fit its config: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return model.eval()
+
+
+def pretrain_tokenizer(
+    out: str | os.PathLike[str], *, progress: ProgressFn, max_steps: int | None = None
+) -> list[float]:
+    """Recipe of the shipped B-AE: :class:`~iclr25.methods.bigr.config.TokenizerRecipe`.
+
+    Trains the claim's B-AE on shapes-world images of seed 100 with L1 + the perceptual term over
+    the shipped feature net (:func:`~iclr25.methods.bigr.perceptual.load_feature_net`), then
+    trains an evaluator CNN on the same images and records how well the reconstructions of
+    held-out test images (thresholded bits) keep their class. Writes ``config.json``,
+    ``model.safetensors`` and ``training.json`` (the recipe, the feature net it used, every step's
+    loss and that quality) into ``out``. An unfinished run checkpoints into ``out`` every 500
+    steps and resumes from there when called again.
+
+    Args:
+        out: the folder to write.
+        progress: called as ``progress(stage, done, total)`` every 50 steps (stages
+            ``"tokenizer"`` and ``"evaluator"``).
+        max_steps: stop after this many steps and write nothing (replays the first steps).
+
+    Returns:
+        The per-step training losses.
+    """
+    from iclr25.common.data.shapes_world import ShapesWorld, WorldConfig
+    from iclr25.methods.bigr.perceptual import FEATURE_NET, PerceptualLoss, _to_images, load_feature_net
+    from iclr25.methods.bigr.probe import conditional_accuracy, train_evaluator
+
+    recipe = TokenizerRecipe()
+    run = RecipeRun(out, replay=max_steps is not None)
+    world = ShapesWorld(
+        WorldConfig(image_size=recipe.ae.resolution, backgrounds=recipe.backgrounds), seed=recipe.seed
+    )
+    X, y = world.classification_arrays(recipe.n_train, split="train")
+    images, labels = _to_images(X), torch.tensor(y)
+    perceptual = PerceptualLoss(load_feature_net(FEATURE_NET))
+    torch.manual_seed(recipe.seed)  # the initialisation (and, after it, the evaluator's)
+    gen = torch.Generator().manual_seed(recipe.seed)
+    ae = BinaryAutoencoder(recipe.ae)
+    losses = _train_tokenizer(
+        ae, images, steps=recipe.steps, batch_size=recipe.batch_size, lr=recipe.lr, generator=gen,
+        progress=lambda d, t: progress("tokenizer", d, t), perceptual=perceptual,
+        perceptual_weight=recipe.perceptual_weight, stop=max_steps, state=run.state,
+        checkpoint=run.checkpoint,
+    )  # fmt: skip
+    if max_steps is not None:
+        return losses
+    n_classes = len(world.class_names("shape_color"))
+    evaluator = train_evaluator(
+        images, labels, n_classes, steps=recipe.eval_steps, generator=gen,
+        progress=lambda d, t: progress("evaluator", d, t),
+    )  # fmt: skip
+    X, y = world.classification_arrays(recipe.n_test, split="test")
+    test, test_labels = _to_images(X), torch.tensor(y)
+    with torch.no_grad():
+        rec = torch.cat([ae.decode(ae.encode(c).bits_det).clamp(-1, 1) for c in test.split(500)])
+    quality = {
+        "recon_l1": float((rec - test).abs().mean()),
+        "eval_acc_natural": conditional_accuracy(evaluator, test, test_labels),
+        "recon_cond_acc": conditional_accuracy(evaluator, rec, test_labels),
+    }
+    feature_net = read_training(FEATURE_NET)
+    save_tokenizer(ae, out)
+    run.finish(
+        command=f"iclr25 pretrain bigr bae_shapes16 --out {out}",
+        loss_curve=losses,
+        quality=quality,
+        data=f"shapes world seed {recipe.seed}: {recipe.n_train} training images (split 'train'), "
+        f"{recipe.ae.resolution} x {recipe.ae.resolution}, {n_classes} classes; quality on "
+        f"{recipe.n_test} test images (split 'test'): an evaluator CNN trained on the training "
+        "images classifies their reconstructions (bits thresholded at 0.5)",
+        loss="L1 through stochastic straight-through bits"
+        f" + {recipe.perceptual_weight} x perceptual (LPIPS's distance over the feature net)",
+        feature_net={
+            "command": feature_net["command"],
+            "commit": feature_net["commit"],
+            "sha256": hashlib.sha256((FEATURE_NET / "model.safetensors").read_bytes()).hexdigest(),
+            "quality": feature_net["quality"],
+        },
+        config=dataclasses.asdict(recipe),
+    )
+    return losses
