@@ -115,6 +115,8 @@ def test_each_part_gets_its_own_verdict() -> None:
     for arm, key in (("bernoulli", "g1_rho"), ("resampled", "g1_rho")):
         metrics[arm][key] = 0.0
     metrics["comet"]["g2_dead_frac"], metrics["rank1"]["g2_dead_frac"] = 0.0, 0.3
+    for key in ("digits_val_se", "clusters_val_se", "hard_val_se"):
+        metrics["comet"][key] = 0.0  # validation splits that resolve the bar (the preconditions)
     runs = [RunResult(metrics={a: dict(m) for a, m in metrics.items()}) for _ in range(3)]
     parts = judge(CLAIM, "full", runs).parts
     assert parts["learns faster"][0] is Verdict.SUPPORTED

@@ -72,7 +72,7 @@ def test_paper_scale_snippet_runs_on_a_saved_tiny_llama(tmp_path: Path) -> None:
     lm.save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
     text = README.read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text.split("### Paper scale", 1)[1], flags=re.S)
+    blocks = re.findall(r"```python paper-scale\n(.*?)```", text.split("### Paper scale", 1)[1], flags=re.S)
     env = {**os.environ, "DITTO_MODEL_DIR": str(tmp_path / "model"), "DITTO_QUICK": "1"}
     out = subprocess.run(
         [sys.executable, "-c", blocks[0]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300

@@ -44,6 +44,7 @@ def test_smoke_covers_arms_figures_and_exactness(smoke_runs) -> None:
     assert cfg.distill.epochs < m["undistilled_matched"]["epochs"] <= cfg.undistilled_epochs
     assert m["undistilled_matched"]["epochs"] == math.ceil(m["distilled"]["flops_epochs"] - 1e-9)
     assert m["undistilled"]["best_epoch"] <= cfg.distill.epochs
+    assert all(0 <= m[a]["val_plateau_rel"] < math.inf for a in ("distilled", "undistilled"))
     assert m["undistilled_matched"]["best_epoch"] <= m["undistilled_matched"]["epochs"]
     assert m["teacher"]["md_step_s"] > 0 and m["distilled"]["md_step_s"] > 0
     assert {"validation", "compute", "budget_ratio", "force_parity", "force_error", "md_energy"} <= set(
@@ -67,8 +68,10 @@ def test_smoke_and_full_budgets_are_consistent() -> None:
     assert long.seeds >= 3 and long.total_seconds <= 3600 and long.config.distill.epochs >= 150
     assert long.config.distill.epochs * 3 <= long.config.undistilled_epochs
     assert (long.config.foundation, long.config.data) == (full.config.foundation, full.config.data)
-    gates = {c.name for c in CLAIM.criteria if c.gating and not c.control}
+    gates = {c.name for c in CLAIM.criteria if c.gating and not c.control and not c.precondition}
     assert gates == {"force_mae_ratio", "drift_vs_direct"}
+    pre = {c.name for c in CLAIM.criteria if c.precondition and c.convergence}
+    assert pre == {"distilled_converged", "undistilled_converged"}
     assert {c.name for c in CLAIM.criteria if c.control and c.gating} == {"ctrl_shuffled_rows"}
     assert all(c.explain for c in CLAIM.criteria)
 

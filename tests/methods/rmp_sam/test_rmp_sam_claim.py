@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from iclr25._core.claims import judge
-from iclr25.methods.rmp_sam import RMPSAM, Mask2FormerDecoder, RMPSAMConfig, decoder_flops
+from iclr25.methods.rmp_sam import (
+    RMPSAM,
+    Mask2FormerDecoder,
+    RMPSAMConfig,
+    attention_flops_counted,
+    decoder_flops,
+)
 from iclr25.methods.rmp_sam.claim import CLAIM
 
 
@@ -39,7 +45,7 @@ def test_budgets_and_gates_are_falsifiable() -> None:
     assert smoke.report_only and full.seeds >= 3 and full.total_seconds <= 15 * 60
     by_name = {c.name: c for c in CLAIM.criteria}
     for c in CLAIM.criteria:
-        if c.gating and not c.control:
+        if c.gating and not c.control and not c.precondition:
             assert c.falsifier.startswith("tests/") or (
                 by_name[c.falsifier].control and by_name[c.falsifier].gating
             )
@@ -58,3 +64,17 @@ def test_flops_gate_fails_for_baseline_against_itself() -> None:
     broken = {"rmp_sam": {"gflops": fl["m2f_gflops"]}, "m2f": {"gflops": fl["m2f_gflops"]}}
     assert not gate.holds(gate.statistic(broken))
     assert fl["rmp_gflops"] < fl["m2f_gflops"]
+
+
+def test_attention_check_sees_attention_run_as_matmuls() -> None:
+    """The analytic count of the FLOP-counter precondition is right: with attention run as plain
+    matmuls the counter records all of it; a counter that misses the products fails the check."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    m2f = Mask2FormerDecoder((16, 32, 64, 64), c=64, num_queries=16, num_classes=6, heads=4, ffn_dim=128)
+    with sdpa_kernel(SDPBackend.MATH):
+        assert attention_flops_counted(m2f.eval(), 64) == pytest.approx(1.0)
+    pre = next(c for c in CLAIM.criteria if c.name == "flop_counter_sees_attention")
+    projections_only = 2 * 64 * 64 * (2 * 16 + 2 * 64) / (2 * 64 * 64 * (2 * 16 + 2 * 64) + 4 * 16 * 64 * 64)
+    assert not pre.holds(pre.statistic({"m2f": {"attention_flops_counted": projections_only}}))

@@ -374,6 +374,34 @@ CLAIM = Claim(
     },
     criteria=[
         value(
+            "oracle.win_vs_sft",
+            ">=",
+            0.65,
+            name="oracle_ceiling",
+            precondition=True,
+            explain="Ceiling: samples of the true user style beat SFT's at least 65 % of the time, the "
+            "bar of ditto_vs_sft, so the judge can tell the user's style from SFT's.",
+        ),
+        value(
+            "oracle.win_vs_zero_shot",
+            ">=",
+            0.80,
+            name="oracle_ceiling_zero_shot",
+            precondition=True,
+            explain="Ceiling: samples of the true user style beat the base model's at least 80 % of the "
+            "time, the bar of ditto_vs_zero_shot.",
+        ),
+        value(
+            "sft_conv.well_formed",
+            ">=",
+            0.80,
+            name="base_keeps_format",
+            precondition=True,
+            explain="The base model keeps to the note format when fine-tuned on the demonstrations: SFT "
+            "trained to convergence writes at least 80 % well-formed notes, the bar DITTO's own samples "
+            "must clear; otherwise no fine-tuned arm can both move the style and stay parseable.",
+        ),
+        value(
             "ditto.win_vs_sft",
             ">=",
             0.65,
@@ -455,14 +483,6 @@ CLAIM = Claim(
             paper="ablations: win rate grows over iterations (+31.5 %, not re-checked here)",
             explain="Reported: the win rate against SFT grows from the first to the last iteration.",
         ),
-        value(
-            "oracle.win_vs_sft",
-            ">=",
-            0.65,
-            name="oracle_ceiling",
-            gating=False,
-            explain="Reported: samples of the true user style against SFT, the ceiling of any method.",
-        ),
     ],
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=30.0, report_only=True),
@@ -471,6 +491,10 @@ CLAIM = Claim(
     run_fn=run,
     headline="ditto_vs_sft",
     figure="win_by_iteration",
+    unchecked=(
+        "The base model is pretrained to a plateau and shipped, as the paper's Mistral-7B is: here each "
+        "seed pretrains a tiny GPT-2 for a fixed budget.",
+    ),
     deviations=(
         "Synthetic style world (102 words, 5 slots, 20 topics) and a tiny GPT-2 (2 x 64) pretrained on "
         "its base mixture instead of Mistral-7B on CMCC / CCAT50 emails and articles.",

@@ -403,6 +403,26 @@ CLAIM = Claim(
     },
     criteria=(
         value(
+            "few_shot.tr_ver",
+            ">=",
+            0.7,
+            name="in_dist_order",
+            precondition=True,
+            explain="Precondition: the model learnt the first of the two skills the training text "
+            "teaches, copying a demonstrated letter order: on training-like sentences (the official "
+            "icl test) it copies the order in at least 70% of prompts (mean over k >= 1).",
+        ),
+        value(
+            "few_shot.tr_val",
+            ">=",
+            0.7,
+            name="in_dist_value",
+            precondition=True,
+            explain="Precondition: the model learnt the second skill, the values along an edge: on "
+            "training-like fragments the next value given the gold prefix is right in at least 70% "
+            "of prompts (teacher-forced).",
+        ),
+        value(
             "few_shot.whole",
             ">=",
             0.7,
@@ -463,15 +483,6 @@ CLAIM = Claim(
             )
         ),
         value(
-            "few_shot.tr_ver",
-            ">=",
-            0.7,
-            name="in_dist_order",
-            gating=False,
-            explain="On training-like sentences (the official icl test), the model copies the "
-            "demonstrated letter order in at least 70% of prompts (mean over k >= 1).",
-        ),
-        value(
             "few_shot.order_at_m1",
             ">=",
             0.7,
@@ -506,15 +517,6 @@ CLAIM = Claim(
             explain="Given the gold chain so far, the next value is right in at least 70% of prompts "
             "(teacher-forced, blind to the vertex order).",
         ),
-        value(
-            "few_shot.tr_val",
-            ">=",
-            0.7,
-            name="in_dist_value",
-            gating=False,
-            explain="On training-like fragments, the next value given the gold prefix is right in at "
-            "least 70% of prompts (teacher-forced).",
-        ),
     ),
     budgets={
         "smoke": Budget("smoke", SMOKE, seeds=1, seconds=20.0, report_only=True),
@@ -537,5 +539,9 @@ CLAIM = Claim(
         "same width; the lambda sweep is an extended check outside the claim",
         "the model scored is the one after the last step (rule fixed in advance); the learning curve is "
         "measured on separate prompts at evenly spaced checkpoints",
+    ),
+    unchecked=(
+        "the model has plateaued: the learning curve (5 checkpoints of 50 prompts) is too coarse to "
+        "show whether whole-chain accuracy still moves over the last fifth of training",
     ),
 )

@@ -408,6 +408,41 @@ def run(
 # ---------------------------------------------------------------------------------------------
 
 _CRITERIA = (
+    # preconditions: the ceilings every token arm decodes through reach R2's bars
+    diff(
+        "codec_clean.stoi",
+        "noisy.stoi",
+        ">=",
+        0.05,
+        name="ceiling_stoi_gain",
+        precondition=True,
+        part="enhances",
+        explain=(
+            "Codec copy-synthesis of the clean speech beats the noisy input by R2's 0.05 STOI: no token "
+            "arm can exceed it, so below that bar R2's STOI gate cannot pass at this codec's scale."
+        ),
+    ),
+    ratio(
+        "codec_clean.per",
+        "noisy.per",
+        "<=",
+        0.8,
+        name="ceiling_per_ratio",
+        precondition=True,
+        part="enhances",
+        explain="The same ceiling for R2's PER gate: clean speech through the codec reaches 0.8x the "
+        "noisy input's PER.",
+    ),
+    ratio(
+        "oracle_sem.per",
+        "noisy.per",
+        "<=",
+        0.8,
+        name="oracle_semantic_per_ratio",
+        precondition=True,
+        explain="S2S fed the clean semantic tokens (a perfect N2S) reaches R2's PER bar, 0.8x the noisy "
+        "input's: S2S follows its semantic input.",
+    ),
     # R1: token chain
     diff(
         "gense.secs",
@@ -574,37 +609,6 @@ _CRITERIA = (
             explain="The least-used reorganisation must not reach the same reconstruction.",
         )
     ),
-    # reported only: the ceilings every token arm decodes through
-    diff(
-        "codec_clean.stoi",
-        "noisy.stoi",
-        ">=",
-        0.05,
-        name="ceiling_stoi_gain",
-        gating=False,
-        explain=(
-            "Codec copy-synthesis of the clean speech against the noisy input: the STOI no token arm "
-            "can exceed. Where it misses R2's bar, R2's STOI gate cannot pass at this codec's scale."
-        ),
-    ),
-    ratio(
-        "codec_clean.per",
-        "noisy.per",
-        "<=",
-        0.8,
-        name="ceiling_per_ratio",
-        gating=False,
-        explain="The same ceiling for R2's PER gate: clean speech through the codec against the noisy input.",
-    ),
-    ratio(
-        "oracle_sem.per",
-        "noisy.per",
-        "<=",
-        0.8,
-        name="oracle_semantic_per_ratio",
-        gating=False,
-        explain="S2S fed the clean semantic tokens (a perfect N2S) against the noisy input, R2's PER bar.",
-    ),
     diff(
         "gense.dnsmos_ovrl",
         "noisy.dnsmos_ovrl",
@@ -695,6 +699,12 @@ CLAIM = Claim(
     },
     run_fn=run,
     headline="r2_per_ratio",
+    unchecked=(
+        "The codec and the semantic tokenizer are trained to convergence and shipped, as the paper's "
+        "pretrained SimCodec and XLS-R are: here they train a few hundred steps, once per config.",
+        "The N2S and S2S language models have plateaued: their training loss flattens near 1.3 nats "
+        "while a longer run keeps falling (Diagnosis); no validation curve is recorded.",
+    ),
     deviations=(
         "Synthetic espeak-ng speech and a synthetic noise bank instead of DNS Challenge / CHiME-4.",
         "Semantic features from a small BiGRU CTC phone recogniser (K = 64) instead of XLS-R (K = 1024).",

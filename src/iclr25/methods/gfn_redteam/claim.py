@@ -449,6 +449,39 @@ _EXACT = "exact sampling"
 _TEST = "tests/methods/gfn_redteam/test_gfn_claim.py::"
 
 _CRITERIA = (
+    # preconditions: the ground-truth rejection sampler (oracle) reaches the coverage and toxicity bars
+    value(
+        "oracle.modes_frac",
+        ">=",
+        0.75,
+        name="ceiling_coverage",
+        precondition=True,
+        part=_COV,
+        explain="Ceiling: the oracle sampler's successful attacks cover at least 6 of the 8 trigger "
+        "modes, the coverage gate's bar.",
+    ),
+    ratio(
+        "oracle.modes_covered",
+        "reinforce.modes_covered",
+        ">=",
+        2.0,
+        name="ceiling_coverage_vs_reinforce",
+        precondition=True,
+        part=_COV,
+        explain="Ceiling: the oracle sampler covers at least twice as many modes as REINFORCE + KL, "
+        "the bar of coverage_vs_reinforce; where REINFORCE already covers half the modes or more, no "
+        "sampler can pass that gate.",
+    ),
+    value(
+        "oracle.toxicity_rate",
+        ">=",
+        0.5,
+        name="ceiling_toxicity",
+        precondition=True,
+        part=_COV,
+        explain="Ceiling: at least half of the oracle sampler's attacks succeed, the toxicity gate's "
+        "bar, so the victim and classifier can register a success.",
+    ),
     value(
         "gfn_mle.modes_frac",
         ">=",
@@ -731,6 +764,12 @@ CLAIM = Claim(
     run_fn=run,
     headline="coverage",
     figure="modes_vs_toxicity",
+    unchecked=(
+        "The coverage measure can show mode collapse: every mode earns the same reward here, so a "
+        "collapsed sampler may still hit all 8 modes at the 1 % bar.",
+        "REINFORCE is tuned as its authors recommend (its KL coefficient swept along the "
+        "toxicity-diversity trade-off).",
+    ),
     deviations=(
         "Synthetic world: a tiny GPT-2 attacker (2 layers, d = 64) fitted to 3,000 template instructions; "
         "a rule-based victim with 8 abstract trigger nouns (toxic-marked reply w.p. 0.9, else 0.02) and a "

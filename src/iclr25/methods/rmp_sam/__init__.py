@@ -7,7 +7,12 @@ xushilin1/RMP-SAM. This package also ships the training code.
 """
 
 from iclr25.methods.rmp_sam.adapters import ObjectAdapter, PromptAdapter
-from iclr25.methods.rmp_sam.baselines import Mask2FormerDecoder, decoder_flops, decoder_latency
+from iclr25.methods.rmp_sam.baselines import (
+    Mask2FormerDecoder,
+    attention_flops_counted,
+    decoder_flops,
+    decoder_latency,
+)
 from iclr25.methods.rmp_sam.checkpoint import from_official_state_dict, to_official_state_dict
 from iclr25.methods.rmp_sam.config import (
     ClaimConfig,
@@ -56,6 +61,7 @@ __all__ = [
     "SegData",
     "TrainConfig",
     "VideoMaskAP",
+    "attention_flops_counted",
     "build_backbone",
     "build_text_classifier",
     "click_iou",

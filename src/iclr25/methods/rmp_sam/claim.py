@@ -35,6 +35,7 @@ from iclr25.methods.rmp_sam import (
     ClaimConfig,
     Mask2FormerDecoder,
     RMPSAMPredictor,
+    attention_flops_counted,
     co_train,
     decoder_flops,
     decoder_latency,
@@ -200,6 +201,7 @@ def run(
     metrics["plain_neck"] = {"decoder_latency_s": lat_plain["rmp_s"], "m2f_latency_s": lat_plain["m2f_s"]}
     progress("latency", 1, 1)
     metrics["rmp_sam"]["total_s"] = time.perf_counter() - t_all
+    metrics["m2f"]["attention_flops_counted"] = attention_flops_counted(m2f, cfg.image_size)
 
     every = max(len(logs["rmp_sam"]) // 3 // 20, 1)
     arms = [
@@ -309,6 +311,36 @@ _FLOPS_TEST = "tests/methods/rmp_sam/test_rmp_sam_claim.py::test_flops_gate_fail
 
 _CRITERIA = (
     value(
+        "oracle.pq",
+        ">=",
+        0.5,
+        name="oracle_pq",
+        precondition=True,
+        part="panoptic",
+        explain="Ceiling: ground truth scored against itself reaches joint_pq's bar of 0.5.",
+    ),
+    value(
+        "stuff_only.pq",
+        "<",
+        0.5,
+        name="floor_stuff_only_pq",
+        precondition=True,
+        part="panoptic",
+        explain="Floor: perfect sky and ground with every thing missed stays below joint_pq's bar, so "
+        "the gate needs the things segmented and named.",
+    ),
+    value(
+        "m2f.attention_flops_counted",
+        ">=",
+        0.99,
+        name="flop_counter_sees_attention",
+        precondition=True,
+        part="efficiency",
+        explain="The FLOP counter records the baseline's attention: on one of its cross-attention "
+        "layers it counts at least 99% of the analytic FLOPs, so decoder_flops_ratio compares like "
+        "with like.",
+    ),
+    value(
         "rmp_sam.pq",
         ">=",
         0.5,
@@ -398,17 +430,6 @@ _CRITERIA = (
         explain="The same with the plain-conv neck switch (no DCN).",
     ),
     value(
-        "oracle.pq", ">=", 1.0, name="oracle_pq", gating=False, explain="Ground truth scored against itself."
-    ),
-    value(
-        "stuff_only.pq",
-        "<",
-        0.5,
-        name="floor_stuff_only_pq",
-        gating=False,
-        explain="Floor: perfect sky and ground with every thing missed.",
-    ),
-    value(
         "rmp_sam.noc85",
         "<=",
         5.0,
@@ -473,6 +494,11 @@ CLAIM = Claim(
     run_fn=run,
     headline="joint_pq",
     figure="quality",
+    unchecked=(
+        "Each trained arm has converged: no validation curve is recorded, and the step decay at two "
+        "thirds of training flattens the curves whether or not the class head has learned (a "
+        "6,000-step run passes the quality bars, Diagnosis).",
+    ),
     deviations=(
         "Shapes world at 64 px (2-5 things of 4 shapes, sky and ground) instead of COCO-Panoptic, "
         "YouTube-VIS and "

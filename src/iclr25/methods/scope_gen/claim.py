@@ -315,6 +315,7 @@ def run(
     notes: list[str] = []
     per_task: dict[str, dict[Any, Any]] = {}
     sens: dict[str, dict[str, list[float]]] = {}
+    ceiling: dict[str, float] = {}
     for name in config.tasks:
         if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
             notes.append(
@@ -329,6 +330,9 @@ def run(
         progress(f"task {name}: calibration sizes", 0, 1)
         sens[name] = _sensitivity(arr, m, config, seed, task_id)
         progress(f"task {name}: calibration sizes", 1, 1)
+        # The ceiling of coverage without abstaining: the set of all m samples of a prompt.
+        ceiling[f"coverage_{name}"] = float(arr.labels.any(axis=1).mean())
+        ceiling[f"admissible_rate_{name}"] = float(arr.labels.mean())
         notes.append(
             f"{name}: {len(arr)} prompts, {m} samples each, {arr.labels.mean():.3f} admissible, "
             f"{arr.labels.any(axis=1).mean():.3f} of prompts with an admissible sample; "
@@ -344,6 +348,10 @@ def run(
                     metrics[arm][f"{metric}_{t}_{tag}"] = float(per_task[t][(arm, alpha)][k])
     for arm, ms in _worst_task_metrics(per_task, config.alphas).items():
         metrics[arm].update(ms)
+    metrics["all_samples"] = {
+        **ceiling,
+        "min_task_coverage": min(ceiling[f"coverage_{t}"] for t in tasks),
+    }
     for t in tasks:
         secs = per_task[t]["seconds"]
         notes.append(
@@ -412,7 +420,20 @@ _ABSTENTION_TEST = (
 
 
 def _criteria() -> tuple:
-    out = []
+    out = [
+        value(
+            "all_samples.min_task_coverage",
+            ">=",
+            round(1 - 0.3 - COVERAGE_SLACK, 4),
+            name="S1_ceiling_all_samples",
+            precondition=True,
+            explain=(
+                "Precondition (ceiling): on every task, the set of all generated samples contains an "
+                "admissible one for at least S1's coverage bar at the smallest α (0.7 minus 0.03), so "
+                "a method can reach the bar without abstaining."
+            ),
+        )
+    ]
     for alpha in (0.3, 0.4):
         t = _tag(alpha)
         cov = f"{1 - alpha:g}"
@@ -658,6 +679,8 @@ CLAIM = Claim(
         "one_split": "ablation: all stages on one split, filters on unfiltered samples",
         "random_filters": "control: SCOPE-Gen calibrated the same way on i.i.d. random qualities "
         "and similarities (blind filters)",
+        "all_samples": "ceiling: the set of all generated samples of a prompt (coverage without "
+        "abstaining), and the task's admissible rate",
     },
     criteria=_criteria(),
     budgets={
@@ -679,5 +702,9 @@ CLAIM = Claim(
         "serves all splits (same numbers as recomputing per split).",
         "CLM's best (ε, δ) pair is chosen by lowest mean test coverage, as in the paper (favours CLM).",
         "The molecule task is skipped when rdkit is not installed, the report task when rouge-score is not.",
+    ),
+    unchecked=(
+        "each generated task's admissible rate lies in the range of the paper's tasks (reported per "
+        "task; the paper's rates are not stated here)",
     ),
 )

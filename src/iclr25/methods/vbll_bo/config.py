@@ -177,7 +177,9 @@ class ClaimConfig:
         4.0, doc="weight variance x fan_in of the ReLU NNDraw (V3b)",
         source="deviation: a non-stationary draw where a stationary kernel is misspecified",
     )  # fmt: skip
-    ns_init: int = param(20, doc="Sobol points before BO on ReLU NNDraw (V3b)", source="deviation: CPU budget")
+    ns_init: int = param(
+        20, doc="Sobol points before BO on ReLU NNDraw (V3b)", source="deviation: CPU budget"
+    )
     ns_iters: int = param(30, doc="BO iterations on ReLU NNDraw (V3b)", source="deviation: CPU budget")
     refit_epochs: int = param(
         50, doc="max epochs of the warm-started VBLL refits after the initial fit (V3b, V3c)",

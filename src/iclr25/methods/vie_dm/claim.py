@@ -360,6 +360,19 @@ _CTRL_DIV = "ctrl_shared_noise_distinct"
 _CTRL_SB = "ctrl_shared_noise_self_bleu"
 
 _CRITERIA = (
+    # 0. precondition: the REC ceiling leaves room for the headline gate
+    diff(
+        "grammar.rec_acc",
+        "small.rec_acc",
+        ">=",
+        0.06,
+        name="ceiling_grammar_gain",
+        precondition=True,
+        part="REC augmentation",
+        explain="Ceiling: fresh, always-correct grammar expressions as augmentation raise REC accuracy "
+        "by at least twice rec_gain's 3 points, so a generator less accurate than the grammar still "
+        "has room to pass.",
+    ),
     # 1. quality
     value(
         "vie_dm.oracle_acc",
@@ -514,15 +527,6 @@ _CRITERIA = (
         )
     ),
     # reported only
-    diff(
-        "grammar.rec_acc",
-        "small.rec_acc",
-        ">=",
-        0.03,
-        name="ceiling_grammar_gain",
-        gating=False,
-        explain="Reference ceiling: fresh grammar expressions as augmentation.",
-    ),
     value(
         "grammar.oracle_acc",
         ">=",
@@ -584,6 +588,14 @@ CLAIM = Claim(
     run_fn=run,
     headline="rec_gain",
     figure="rec_accuracy",
+    unchecked=(
+        "The text side starts from a pretrained text-diffusion model (DiffuSeq) and the AR speaker "
+        "from a pretrained LM: here both learn from about 1,000 expressions.",
+        "VIE-DM and the AR speaker have converged and are read alike: VIE-DM is read at its last "
+        "step, and no validation curve of either generator is recorded.",
+        "The frozen image encoder encodes the objects' attributes: its attribute accuracy on held-out "
+        "scenes is not measured.",
+    ),
     deviations=(
         "Shapes world at 48 px (3-5 objects, 4 shapes x 4 colours x 3 sizes, 41 words) instead of RefCOCO; "
         "a frozen 3-stage CNN (12 x 12 tokens) pre-trained on attribute classification of disjoint scenes "
