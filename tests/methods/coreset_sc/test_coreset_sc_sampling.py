@@ -99,6 +99,16 @@ def test_dense_seeding_matches_sparse_seeding():
     np.testing.assert_allclose(a.delta, b.delta, rtol=1e-12, atol=1e-15)
 
 
+def test_check_input_false_skips_only_the_validation():
+    A, _ = sbm(30, 4, 0.5, 0.02, random_state=3)
+    for seeding in (sparse_kernel_seeding, dense_kernel_seeding):
+        a = seeding(A, 8, random_state=11)
+        b = seeding(A, 8, random_state=11, check_input=False)
+        np.testing.assert_array_equal(a.seeds, b.seeds)
+        np.testing.assert_array_equal(a.delta, b.delta)
+        assert a.n_evals == b.n_evals
+
+
 def test_numba_backend_is_bit_identical(graph200):
     pytest.importorskip("numba")
     d = degrees(graph200)

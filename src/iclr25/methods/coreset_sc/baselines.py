@@ -37,7 +37,7 @@ __all__ = [
 
 
 def dense_kernel_seeding(
-    A: Any, n_seeds: int, *, shift: float = 0.0, random_state: Any = None
+    A: Any, n_seeds: int, *, shift: float = 0.0, random_state: Any = None, check_input: bool = True
 ) -> SeedingResult:
     """The O(nk) construction: D² seeding that evaluates the distance of every vertex to every new seed.
 
@@ -49,6 +49,8 @@ def dense_kernel_seeding(
         n_seeds: k'.
         shift: σ.
         random_state: seed, ``np.random.RandomState`` or None.
+        check_input: validate ``A`` with :func:`check_adjacency`; pass False only for a
+            ``csr_array`` that ``check_adjacency`` returned (as :func:`sparse_kernel_seeding`).
 
     Returns:
         A :class:`SeedingResult`.
@@ -59,7 +61,7 @@ def dense_kernel_seeding(
         >>> dense_kernel_seeding(A, 6, random_state=0).n_evals
         420
     """
-    A = check_adjacency(A)
+    A = check_adjacency(A) if check_input else A
     n = A.shape[0]
     if not 1 <= n_seeds <= n:
         raise ValueError(f"n_seeds must be in [1, n={n}], got {n_seeds}")

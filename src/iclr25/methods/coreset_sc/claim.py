@@ -2,8 +2,10 @@
 
 Paper: *Coreset Spectral Clustering*, Ben Jourdan, Gregory Schwartzman, Peter Macgregor, He Sun.
 ICLR 2025, arXiv 2503.07227. Re-measures the headline of Sec. 5 (RQ2: CSC is far more accurate than
-coreset kernel k-means on the same coreset) and of Sec. 4/5 RQ1 (the new seeding touches
-``Õ(n·min(k, d_avg))`` kernel distances instead of ``O(nk)``) on planted SBMs built from the seed.
+coreset kernel k-means on the same coreset) on planted SBMs built from the seed. The faster
+construction of Sec. 4/5 RQ1 (the new seeding touches ``Õ(n·min(k, d_avg))`` kernel distances instead
+of ``O(nk)``) is reported, not part of the checked statement: its counts follow from the algorithm and
+wall-clock time never gates.
 
 Negative controls: the same estimator on an SBM with q = p (no planted clusters, same mean degree), and
 the CSC coreset labelled from uniformly random coreset labels (the spectral step broken).
@@ -19,12 +21,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import platform
 import time
 import warnings
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from iclr25._core.claims import (
@@ -43,6 +47,7 @@ from iclr25._core.claims import diff as diff_
 from iclr25.methods.coreset_sc import (
     CoresetKernelKMeans,
     CoresetSpectralClustering,
+    check_adjacency,
     coreset_graph,
     degrees,
     dense_kernel_seeding,
@@ -107,6 +112,51 @@ def _isolated(G: sp.csr_array) -> float:
     return float(np.count_nonzero(np.diff(G.indptr) <= 1))
 
 
+def _components(G: sp.csr_array) -> float:
+    """Connected components of a coreset graph (at ≥ k of them its spectral step cannot separate k)."""
+    return float(connected_components(G, directed=False)[0])
+
+
+def _cpu() -> str:
+    """The CPU model, for the timing notes."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _seeding_timing(cfg: CoresetSCConfig, seed: int, rs: int) -> tuple[dict[str, dict[str, float]], str]:
+    """Wall-clock of sparse against dense D² seeding on one larger SBM, side by side in one run.
+
+    The graph is validated once; both seedings then skip validation (``check_input=False``), so the
+    clocks time the seeding alone (validation, O(nnz) with a transpose, would dominate both). They run
+    alternately ``timing_repeats`` times and each keeps its fastest run, as ``timeit`` does.
+    """
+    n = cfg.timing_n_per * cfg.timing_k
+    A, _ = sbm(
+        cfg.timing_n_per, cfg.timing_k, cfg.timing_p, 1.0 / n, random_state=np.random.RandomState([seed, 31])
+    )
+    A = check_adjacency(A)
+    kp = cfg.c2_k_prime
+    best = {"ours": math.inf, "dense": math.inf}
+    evals = {}
+    for _ in range(cfg.timing_repeats):
+        for name, seeding in (("ours", sparse_kernel_seeding), ("dense", dense_kernel_seeding)):
+            t0 = time.perf_counter()
+            res = seeding(A, kp, shift=cfg.shift, random_state=rs, check_input=False)
+            best[name] = min(best[name], time.perf_counter() - t0)
+            evals[name] = float(res.n_evals)
+    note = (
+        f"seeding timed at n={n} (nnz={A.nnz}), k'={kp}, best of {cfg.timing_repeats} alternating runs, "
+        f"one thread on {_cpu()}"
+    )
+    return {
+        "csc_seeding": {"seeding_s": best["ours"], "timing_evals": evals["ours"], "timing_n": float(n)},
+        "dense_seeding": {"seeding_s": best["dense"], "timing_evals": evals["dense"], "timing_n": float(n)},
+    }, note
+
+
 def _sampling_check(cfg: CoresetSCConfig, seed: int, rs: int) -> dict[str, dict[str, float]]:
     """C3: does the paper's coreset distribution matter on a graph with heterogeneous degrees?
 
@@ -136,8 +186,12 @@ def _sampling_check(cfg: CoresetSCConfig, seed: int, rs: int) -> dict[str, dict[
     csc = _csc(k, random_state=rs, **kw).fit(A)
     uni = _csc(k, sampling="uniform", random_state=rs, **kw).fit(A)
     out = {
-        "dc_csc": {"ari": _ari(y, csc.labels_), "coreset_isolated": _isolated(csc.coreset_graph_)},
-        "dc_uniform": {"ari": _ari(y, uni.labels_), "coreset_isolated": _isolated(uni.coreset_graph_)},
+        arm: {
+            "ari": _ari(y, est.labels_),
+            "coreset_isolated": _isolated(est.coreset_graph_),
+            "coreset_components": _components(est.coreset_graph_),
+        }
+        for arm, est in (("dc_csc", csc), ("dc_uniform", uni))
     }
     # Negative control: the estimator's own steps and random numbers, with the paper's probabilities
     # permuted over the vertices (weights d_v/(m p_v) keep the coreset unbiased).
@@ -152,7 +206,11 @@ def _sampling_check(cfg: CoresetSCConfig, seed: int, rs: int) -> dict[str, dict[
     G = coreset_graph(A, idx, w, shift=cfg.shift, degrees_=d)
     lab_c = fast_spectral_clustering(G, k, backend="power", random_state=rng)
     lab, _ = label_full_graph(A, idx, w, lab_c, k, shift=cfg.shift, A_C=G)
-    out["dc_shuffled_sampling"] = {"ari": _ari(y, lab), "coreset_isolated": _isolated(G)}
+    out["dc_shuffled_sampling"] = {
+        "ari": _ari(y, lab),
+        "coreset_isolated": _isolated(G),
+        "coreset_components": _components(G),
+    }
     # Reports: the other ablations on this graph, coreset kernel k-means, whole-graph spectral clustering.
     idx, w = csc.coreset_indices_, csc.coreset_weights_
     sub = sp.csr_array(A[idx][:, idx])
@@ -167,22 +225,27 @@ def _sampling_check(cfg: CoresetSCConfig, seed: int, rs: int) -> dict[str, dict[
     out["dc_ckkm"] = {"ari": _ari(y, ckkm.fit(A).labels_)}
     whole = CoresetSpectralClustering(k, coreset_ratio=1.0, spectral_backend="eigsh", random_state=rs)
     out["dc_whole_sc"] = {"ari": _ari(y, whole.fit(A).labels_)}
-    # The estimator's default spectral step ("auto": eigsh on this small coreset graph, rows normalised).
-    auto = CoresetSpectralClustering(k, random_state=rs, **kw).fit(A)
-    out["dc_csc"]["ari_default_backend"] = _ari(y, auto.labels_)
+    # Both samplings again with the estimator's default spectral step ("auto": eigsh on this small
+    # coreset graph, rows normalised), on the same coresets (same random_state).
+    for arm, sampling in (("dc_csc", "smoothed"), ("dc_uniform", "uniform")):
+        auto = CoresetSpectralClustering(k, sampling=sampling, random_state=rs, **kw).fit(A)
+        out[arm]["ari_default_backend"] = _ari(y, auto.labels_)
     return out
 
 
 def run(
     config: CoresetSCConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
 ) -> RunResult:
-    """One seed of the check (see :func:`_run`), without the sparse-coreset warning.
+    """One seed of the check (see :func:`_run`), without the sparse- and fragmented-coreset warnings.
 
     The check's graphs sit at the edge of the README's density rule by design (coreset ratio 0.1
-    × intra-cluster degree ≈ 7.9 against 8), so the estimator's warning would fire on every fit.
+    × intra-cluster degree ≈ 7.9 against 8), so the density warning would fire on every fit, and the
+    uniform coresets of C3 fall apart into many components on purpose (that is the mechanism C3
+    tests); the components are recorded as metrics instead.
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="the coreset is too sparse", category=UserWarning)
+        warnings.filterwarnings("ignore", message="the coreset graph has", category=UserWarning)
         return _run(config, seed=seed, device=device, progress=progress)
 
 
@@ -221,6 +284,8 @@ def _run(
             "fit_s": t,
             "coreset_size": float(est.coreset_indices_.size),
         }
+    metrics["csc"]["coreset_components"] = float(csc.coreset_n_components_)
+    metrics["csc"]["components_per_cluster"] = csc.coreset_n_components_ / cfg.k
     t0 = time.perf_counter()
     whole = _csc(cfg.k, coreset_ratio=1.0, random_state=rs).fit(A)
     metrics["full_fast_sc"] = {"ari": _ari(y, whole.labels_), "fit_s": time.perf_counter() - t0}
@@ -262,28 +327,24 @@ def _run(
 
     # C2 (report-only): kernel-distance evaluations during seeding, ours vs the dense O(nk)
     # construction. The counts follow from the algorithm, so they describe it rather than test it.
-    progress("C2: seeding counts", 3, stages)
+    progress("C2: seeding counts and time", 3, stages)
     ours, dense = {}, {}
-    t_ours = t_dense = 0.0
     for kp in cfg.seeding_k_primes:
-        t0 = time.perf_counter()
         ours[kp] = sparse_kernel_seeding(A, kp, shift=cfg.shift, random_state=rs).n_evals
-        t1 = time.perf_counter()
         dense[kp] = dense_kernel_seeding(A, kp, shift=cfg.shift, random_state=rs).n_evals
-        t_ours += t1 - t0
-        t_dense += time.perf_counter() - t1
     kps = list(cfg.seeding_k_primes)
     speed = [dense[kp] / ours[kp] for kp in kps]
     metrics["csc_seeding"] = {
         "evals_speedup": dense[cfg.c2_k_prime] / ours[cfg.c2_k_prime],
         "speedup_growth": min(b / a for a, b in itertools.pairwise(speed)),
-        "seeding_s": t_ours,
         **{f"evals_k{kp}": float(ours[kp]) for kp in kps},
     }
-    metrics["dense_seeding"] = {
-        "seeding_s": t_dense,
-        **{f"evals_k{kp}": float(dense[kp]) for kp in kps},
-    }
+    metrics["dense_seeding"] = {f"evals_k{kp}": float(dense[kp]) for kp in kps}
+    # Wall-clock (reported): both seedings on a larger graph, side by side in this run.
+    timing, note = _seeding_timing(cfg, seed, rs)
+    for arm, ms in timing.items():
+        metrics[arm].update(ms)
+    notes.append(note)
 
     # Figures: ARI against k and time against n = n_per·k.
     progress("k grid", 4, stages)
@@ -383,6 +444,9 @@ _SMOKE = CoresetSCConfig(
     dc_k=10,
     dc_p=0.3,
     dc_coreset_ratio=0.2,
+    timing_n_per=100,
+    timing_k=20,
+    timing_p=0.5,
     digits=True,
 )
 
@@ -396,16 +460,15 @@ CLAIM = Claim(
     ),
     statement=(
         "Spectral clustering of a small weighted coreset graph recovers the normalised-cut clusters of a "
-        "large graph and avoids the local optima of coreset kernel k-means on the same coreset; the coreset "
-        "is "
-        "built in Õ(n·min(k, d_avg)) time instead of O(nk)."
+        "large graph and avoids the local optima of coreset kernel k-means on the same coreset."
     ),
     arms={
         "csc": "method: CoresetSpectralClustering (coreset → W K W → fast SC → kernel-centre labelling)",
         "ckkm": "comparator: CKKM (same coreset and labelling; weighted kernel k-means++, Lloyd)",
         "full_fast_sc": "baseline: fast spectral clustering of the whole graph (coreset_ratio=1)",
-        "csc_seeding": "method: sparse D² seeding with x* and neighbour-only repairs (evaluation counts)",
-        "dense_seeding": "comparator: the O(nk) D² seeding that evaluates every distance",
+        "csc_seeding": "report: sparse D² seeding with x* and neighbour-only repairs (evaluation counts on "
+        "the C1 graph; wall-clock on a 10⁵-vertex SBM)",
+        "dense_seeding": "report: the O(nk) D² seeding that evaluates every distance (same measurements)",
         "null_sbm": "negative control: CSC on an SBM with q = p (no clusters, same mean degree)",
         "csc_random_labels": "negative control: CSC coreset and labelling with random coreset labels",
         "sklearn_sc": "baseline: sklearn SpectralClustering(affinity='precomputed'), one timed run",
@@ -416,7 +479,8 @@ CLAIM = Claim(
         "ablation_no_projection": "ablation: power method without projecting out the trivial eigenvector",
         "dc_csc": "method: CSC on the degree-corrected SBM of C3 (heterogeneous degrees); also its ARI "
         "with the estimator's default spectral backend",
-        "dc_uniform": "ablation: the same estimator with uniform coreset sampling (C3)",
+        "dc_uniform": "ablation: the same estimator with uniform coreset sampling (C3), with the paper's "
+        "and with the default spectral backend",
         "dc_shuffled_sampling": "negative control: the paper's sampling probabilities permuted over the "
         "vertices, same seeding, random numbers, spectral step and labelling (C3)",
         "dc_ablations": "report: unweighted A[C,C], nearest-point labelling, no projection on the C3 graph",
@@ -432,8 +496,20 @@ CLAIM = Claim(
             0.85,
             name="C1_ceiling_whole_graph",
             precondition=True,
+            part="C1",
             explain="Precondition (ceiling): fast spectral clustering of the whole graph, the best a "
             "coreset can hope to match, recovers the planted clusters at C1_csc_ari's own bar.",
+        ),
+        value(
+            "csc.components_per_cluster",
+            "<",
+            1.0,
+            name="C1_coreset_not_fragmented",
+            precondition=True,
+            part="C1",
+            explain="Precondition: the C1 coreset graph has fewer connected components than clusters; with "
+            "k or more, every grouping of whole components has zero normalised cut and the spectral step "
+            "cannot separate the clusters, whatever the method.",
         ),
         diff_(
             "dc_whole_sc.ari",
@@ -442,6 +518,7 @@ CLAIM = Claim(
             0.2,
             name="C3_ceiling_whole_graph",
             precondition=True,
+            part="C3",
             explain="Precondition (ceiling): on the degree-corrected graph of C3, spectral clustering of "
             "the whole graph beats uniform coreset sampling by at least C3_sampling_gap's margin, so "
             "there is room for the paper's sampling to show that gain.",
@@ -451,7 +528,9 @@ CLAIM = Claim(
             ">=",
             0.85,
             name="C1_csc_ari",
-            paper="reference wheel, this design: 0.89–0.95",
+            part="C1",
+            paper="Sec. 5, RQ2: CSC recovers the clusters of SBM and real graphs (table values not "
+            "transcribed)",
             falsifier="C1_control_null_sbm",
             explain="Coreset spectral clustering recovers the planted SBM clusters from a small coreset "
             "(ARI of at least 0.85 at the full budget).",
@@ -462,7 +541,9 @@ CLAIM = Claim(
             ">=",
             0.5,
             name="C1_gap",
-            paper="reference wheel: CSC 0.89–0.95 vs CKKM 0.07–0.12",
+            part="C1",
+            paper="abstract and Sec. 5, RQ2: CSC overcomes the local optima of coreset kernel k-means "
+            "(table values not transcribed)",
             falsifier="C1_control_random_labels",
             explain="On the same coreset with the same labelling step, spectral clustering beats coreset "
             "kernel k-means by at least 0.5 ARI (at the full budget).",
@@ -473,6 +554,7 @@ CLAIM = Claim(
                 ">=",
                 0.85,
                 name="C1_control_null_sbm",
+                part="C1",
                 explain="On an SBM with q = p (no clusters, same mean degree) the same estimator must miss "
                 "the ARI bar of C1_csc_ari against the arbitrary blocks.",
             )
@@ -484,6 +566,7 @@ CLAIM = Claim(
                 ">=",
                 0.5,
                 name="C1_control_random_labels",
+                part="C1",
                 explain="With the spectral step replaced by random coreset labels, the gap over coreset "
                 "kernel k-means must vanish.",
             )
@@ -494,7 +577,8 @@ CLAIM = Claim(
             0.85,
             name="C1_ckkm_ari",
             gating=False,
-            paper="reference wheel: 0.07–0.12",
+            part="C1",
+            paper="abstract and Sec. 5, RQ2: CKKM gets stuck in local optima on sparse kernels",
             explain="Coreset kernel k-means on the same coreset stays below 0.85 ARI (the comparator's local "
             "optima; reported, the gap gates).",
         ),
@@ -504,6 +588,7 @@ CLAIM = Claim(
             ">=",
             0.2,
             name="C3_sampling_gap",
+            part="C3",
             falsifier="C3_control_shuffled_sampling",
             explain="On a degree-corrected SBM with heterogeneous degrees, the paper's degree- and "
             "D²-weighted coreset beats uniform sampling of the same size by at least 0.2 ARI (margin fixed "
@@ -516,10 +601,22 @@ CLAIM = Claim(
                 ">=",
                 0.2,
                 name="C3_control_shuffled_sampling",
+                part="C3",
                 explain="With the paper's sampling probabilities handed to randomly permuted vertices "
                 "(same scores, unrelated to the vertices they weight), the gap over uniform sampling must "
                 "vanish.",
             )
+        ),
+        diff_(
+            "dc_csc.ari_default_backend",
+            "dc_uniform.ari_default_backend",
+            ">=",
+            0.2,
+            name="C3_sampling_gap_default_backend",
+            gating=False,
+            part="C3",
+            explain="The same sampling gap on the same coresets with the estimator's default spectral step "
+            "(eigsh, rows scaled to unit length) instead of the paper's raw power-method rows (reported).",
         ),
         diff_(
             "csc.ari",
@@ -528,6 +625,7 @@ CLAIM = Claim(
             0.2,
             name="C3_gap_regular_sbm",
             gating=False,
+            part="C3",
             explain="Context: on the regular SBM of C1, where degree and uniform sampling nearly coincide, "
             "the same gap is expected to be absent (reported).",
         ),
@@ -555,7 +653,9 @@ CLAIM = Claim(
             1.0,
             name="seeding_time_ratio",
             gating=False,
-            explain="The sparse seeding is no slower in wall-clock time than the dense one (reported).",
+            explain="On a 10⁵-vertex SBM, the sparse seeding of k' = 200 seeds is no slower in wall-clock "
+            "time than the dense O(nk) one, both timed side by side in one run (reported: wall-clock never "
+            "gates).",
         ),
         ratio(
             "csc_vs_sklearn.fit_s",
@@ -596,11 +696,8 @@ CLAIM = Claim(
         "θ log-normal with σ = 1, ratio 0.1) chosen by the argument in claim.py; the paper gives no number.",
         "Coreset kernel k-means uses 10 k-means++/Lloyd restarts, matching CSC's KMeans(n_init=10).",
         "Wall-clock vs sklearn SpectralClustering: one run (n = 4000, k = 50) at one seed; report only.",
-        "The seeding claim (C2) is reported, not gated: evaluation counts follow from the algorithm, and the "
-        "wall-clock seeding ratio at n = 2·10⁴ shows no speed-up.",
-    ),
-    unchecked=(
-        "the coreset graph of C1 has fewer connected components than clusters (a fragmented coreset "
-        "silently merges clusters); its components are not counted",
+        "The paper's faster construction (Õ(n·min(k, d_avg)) instead of Õ(nk)) is left out of the checked "
+        "statement: its evaluation counts follow from the algorithm (unit-tested) and wall-clock time "
+        "never gates; both are reported, the seeding time at n = 10⁵ side by side with the dense seeding.",
     ),
 )

@@ -94,6 +94,20 @@ class CoresetSCConfig:
     dc_coreset_ratio: float = param(
         0.1, doc="coreset ratio on the C3 graph", source="deviation: the density rule at its mean"
     )
+    timing_n_per: int = param(
+        1000,
+        doc="block size of the SBM on which sparse and dense seeding are timed (n = timing_n_per·timing_k)",
+        source="deviation: n = 10⁵, where the O(nk) seeding's cost shows on a CPU (reported only)",
+    )
+    timing_k: int = param(100, doc="blocks of the seeding timing graph", source="deviation: as C1's k")
+    timing_p: float = param(
+        0.08,
+        doc="intra-block edge probability of the timing graph (≈ 77 neighbours, about C1's degree)",
+        source="deviation: C1's density at n = 10⁵",
+    )
+    timing_repeats: int = param(
+        3, doc="alternating runs of each seeding; each keeps its fastest", source="deviation: timeit practice"
+    )
     digits: bool = param(
         True, doc="also report ARI on the load_digits kNN graph", source="deviation: report only"
     )
@@ -113,6 +127,9 @@ class CoresetSCConfig:
             "sklearn_k",
             "dc_n_per",
             "dc_k",
+            "timing_n_per",
+            "timing_k",
+            "timing_repeats",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -124,6 +141,8 @@ class CoresetSCConfig:
             raise ValueError(f"coreset_ratio must be in (0, 1], got {self.coreset_ratio}")
         if not 0.0 < self.dc_coreset_ratio <= 1.0:
             raise ValueError(f"dc_coreset_ratio must be in (0, 1], got {self.dc_coreset_ratio}")
+        if not 0.0 <= self.timing_p <= 1.0:
+            raise ValueError(f"timing_p must be in [0, 1], got {self.timing_p}")
         if not 0.0 <= self.dc_p <= 1.0 or self.dc_inter_degree < 0 or self.dc_theta_sigma < 0:
             raise ValueError("dc_p must be a probability; dc_inter_degree and dc_theta_sigma non-negative")
         if self.oversampling <= 0:
@@ -132,6 +151,8 @@ class CoresetSCConfig:
             raise ValueError(f"shift must be non-negative, got {self.shift}")
         if len(self.seeding_k_primes) < 2 or self.c2_k_prime not in self.seeding_k_primes:
             raise ValueError("seeding_k_primes needs ≥ 2 values and must contain c2_k_prime")
+        if self.c2_k_prime > self.timing_n_per * self.timing_k:
+            raise ValueError("c2_k_prime must not exceed the timing graph's n = timing_n_per·timing_k")
         if any(kp < 1 or kp > self.n_per * self.k for kp in self.seeding_k_primes):
             raise ValueError(f"seeding_k_primes must lie in [1, n], got {self.seeding_k_primes}")
         if not self.k_grid or any(k < 2 for k in self.k_grid):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.neighbors import kneighbors_graph
 from sklearn.utils import check_random_state
@@ -91,6 +92,91 @@ def _warn_if_sparse_coreset(A: sp.csr_array, m: int, *, knn: bool = False) -> No
             UserWarning,
             stacklevel=3,
         )
+
+
+def _isolated_vertices(G: sp.csr_array) -> np.ndarray:
+    """Vertices whose only entry in ``G`` is their diagonal (no neighbour), as a boolean mask (n,)."""
+    return np.diff(G.indptr) - (G.diagonal() != 0) == 0
+
+
+def _warn_if_fragmented(
+    A: sp.csr_array,
+    G: sp.csr_array,
+    n_clusters: int,
+    *,
+    n_left_out: int,
+    drops_isolated: bool,
+    coreset: bool,
+    knn: bool = False,
+) -> int:
+    """Count the connected components of the graph that is clustered spectrally; warn at ≥ k of them.
+
+    A graph with c components has c zero-cut groups of vertices, so with ``c ≥ k`` every grouping of
+    whole components into k clusters has normalised cut 0 and the spectral step cannot tell them
+    apart: a component is an exact eigenvector of the eigenvalue 1, its vertices share one point of the
+    embedding (up to scale), and k-means merges many components, often most of the graph, into one
+    cluster. On a coreset graph this comes from a coreset too small for the graph's degree (a larger
+    ratio fixes it); when the graph itself has more than k such components, no coreset can fix it.
+    The one harmless case is c = k equal to the graph's own count: the components are then the zero-cut
+    partition into k clusters, which spectral clustering returns.
+
+    Args:
+        A: the validated graph, shape (n, n).
+        G: the graph clustered spectrally: the coreset graph (or the whole graph at ratio 1) without
+            the ``n_left_out`` isolated vertices that the labelling step labels instead.
+        n_clusters: k.
+        n_left_out: isolated vertices left out of ``G`` (0 with the paper's spectral step).
+        drops_isolated: whether the spectral step leaves isolated vertices out (all but the paper's).
+        coreset: whether ``G`` comes from a coreset graph (else from the whole graph).
+        knn: whether ``A`` is a kNN graph built by the estimator (the fix then names ``n_neighbors``).
+
+    Returns:
+        The number of connected components of the coreset graph (``G`` and the left-out vertices).
+    """
+    n_comp, comp = connected_components(G, directed=False)
+    total = int(n_comp) + n_left_out
+    if n_clusters < 2 or n_comp < n_clusters:
+        return total
+    # The graph's own components, counted as the spectral step counts them (only on this rare path).
+    n_graph, comp_graph = connected_components(A, directed=False)
+    if drops_isolated:
+        n_graph = int(np.count_nonzero(np.bincount(comp_graph) > 1))
+    if n_graph > n_clusters:
+        warnings.warn(
+            f"the graph has {n_graph} connected components "
+            + ("with more than one vertex " if drops_isolated else "")
+            + f"for n_clusters={n_clusters}: every grouping of whole components into clusters has zero "
+            "normalised cut, so spectral clustering returns unions of components and may merge most of "
+            "the graph into one cluster. Cluster its components separately, or ask for at least as many "
+            "clusters as components"
+            + (
+                ""
+                if drops_isolated
+                else "; the default spectral_backend leaves vertices without neighbours out of the "
+                "spectral step and labels them afterwards"
+            ),
+            UserWarning,
+            stacklevel=3,
+        )
+    elif coreset and not (n_comp == n_clusters == n_graph):
+        if drops_isolated:
+            parts = (
+                f"{n_left_out} single coreset vertices, which the labelling step labels, and {n_comp} "
+                "larger ones, too many for the spectral step"
+            )
+        else:
+            singles = int(np.count_nonzero(np.bincount(comp) == 1))
+            parts = f"{singles} of them single coreset vertices, all kept by the paper's spectral step"
+        warnings.warn(
+            f"the coreset graph has {total} connected components for n_clusters={n_clusters} ({parts}): "
+            "every grouping of whole components has zero normalised cut, so spectral clustering cannot "
+            "separate the clusters and may merge most of the graph into one cluster. Use a larger "
+            "coreset_ratio (rule: coreset_ratio × intra-cluster degree ≳ 8)"
+            + ("; or more n_neighbors (n_neighbors=None picks enough for the coreset)" if knn else ""),
+            UserWarning,
+            stacklevel=3,
+        )
+    return total
 
 
 def auto_n_neighbors(n: int, coreset_ratio: float, coreset_size: int | None = None) -> int:
@@ -283,7 +369,10 @@ class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
             0.99–1.0. The power method also loses accuracy on noisy graphs: at ``coreset_ratio=1.0`` on
             ``sbm(100, 20, 0.1, 0.005)`` it gives ARI 0.39–0.49 (0.46–0.58 with unit rows) where
             ``"eigsh"`` gives 0.99 (as sklearn's ``SpectralClustering``), and on kNN graphs of
-            features, where the gap below the k-th eigenvalue is small.
+            features, where the gap below the k-th eigenvalue is small. All but ``"power"`` leave
+            coreset vertices without a coreset neighbour (components of one vertex) out of the
+            spectral step and label them with the labelling step; ``"power"`` clusters them all, as
+            the paper does.
         kmeans: k-means estimator to clone for the embedding (default ``KMeans(n_clusters, n_init=10)``).
         self_loops: ``"require"`` (raise when a diagonal entry is ≤ 0) or ``"add"`` (set a unit diagonal).
         affinity: ``"precomputed"`` (X is an adjacency or networkx graph) or ``"nearest_neighbors"``.
@@ -306,6 +395,8 @@ class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
         closest_cluster_distance_: squared kernel distance to the assigned centre, shape (n,).
         degrees_: vertex degrees, shape (n,).
         n_kernel_evals_: kernel-distance evaluations during seeding.
+        coreset_n_components_: connected components of ``coreset_graph_``; at ``n_clusters`` or more
+            the fit warns (the spectral step cannot separate clusters; see the README).
         spectral_backend_: the spectral backend used (``"auto"`` resolved).
         n_neighbors_: neighbours of the kNN graph (``affinity="nearest_neighbors"`` only).
         affinity_matrix_: the validated adjacency.
@@ -387,18 +478,46 @@ class CoresetSpectralClustering(_CoresetMixin, ClusterMixin, BaseEstimator):
             _warn_if_sparse_coreset(A, m, knn=self.affinity == "nearest_neighbors")
             core = self._build_coreset(A, d, s, k, k_prime, m, rng)
         self.spectral_backend_ = resolve_spectral_backend(self.spectral_backend, core.indices.size, k)
-        coreset_labels = fast_spectral_clustering(
-            core.graph,
+        # A coreset vertex with no coreset neighbour is a connected component of its own: an exact
+        # eigenvector of the eigenvalue 1, so with many of them eigsh spends its k vectors on single
+        # vertices and merges the rest of the graph; the power method leaves it at its Gaussian start,
+        # a point of its own for k-means. Our spectral steps leave such vertices out and label them
+        # with the labelling step, as every vertex outside the coreset; the paper's ("power") keeps them.
+        drops_isolated = self.spectral_backend_ != "power"
+        keep = ~_isolated_vertices(core.graph)
+        if not drops_isolated or keep.all() or np.count_nonzero(keep) < k:
+            keep = np.ones(core.indices.size, dtype=bool)
+        kept = np.flatnonzero(keep)
+        G = core.graph if keep.all() else sp.csr_array(core.graph[kept][:, kept])
+        self.coreset_n_components_ = _warn_if_fragmented(
+            A,
+            G,
+            k,
+            n_left_out=core.indices.size - kept.size,
+            drops_isolated=drops_isolated,
+            coreset=m is not None,
+            knn=self.affinity == "nearest_neighbors",
+        )
+        kept_labels = fast_spectral_clustering(
+            G,
             k,
             kmeans=self.kmeans,
             backend="eigsh" if self.spectral_backend_ == "eigsh" else "power",
             normalize_rows=self.spectral_backend_ != "power",
             random_state=rng,
         )
-        self._store(A, d, core, coreset_labels)
         labels, dist = label_full_graph(
-            A, core.indices, core.weights, self.coreset_labels_, k, shift=float(self.shift), A_C=core.graph
+            A,
+            core.indices[kept],
+            core.weights[kept],
+            kept_labels,
+            k,
+            shift=float(self.shift),
+            A_C=G,
         )
+        coreset_labels = labels[core.indices]  # the labelling step's labels for left-out vertices
+        coreset_labels[kept] = kept_labels
+        self._store(A, d, core, coreset_labels)
         if m is None:
             labels = self.coreset_labels_.copy()
         self.labels_ = labels
