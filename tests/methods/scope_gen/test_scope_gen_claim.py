@@ -10,6 +10,7 @@ from iclr25._core.claims import judge
 from iclr25.methods.scope_gen import QASimulator, ScopeGen, evaluate
 from iclr25.methods.scope_gen.claim import (
     CLAIM,
+    MATCHED,
     METRICS,
     _oracle_call_lines,
     _random_scores,
@@ -34,6 +35,7 @@ def test_smoke_runs_deterministically(smoke_runs):
     assert set(a.series) == {
         "coverage",
         "oracle_calls",
+        "size_vs_clm_matched",
         "set_size_qa",
         "calibration_size_coverage",
         "calibration_size_set_size",
@@ -92,13 +94,14 @@ def test_oracle_calls_figure_shows_clm_and_eager_when_they_coincide():
 
 def _per_task(rows: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
     """Per-task results at α = 0.3 from ``{task: {arm: [coverage, size, abstention, unique, raw]}}``;
-    arms not given copy CLM's row."""
+    arms not given copy CLM's row (the matched arms with CLM's coverage as their target)."""
     out = {}
     for task, arms in rows.items():
         full = {arm: arms.get(arm, arms["clm"]) for arm in ("scope_gen", "flipped", "same_alpha", "gen_only")}
         full |= {
             arm: arms.get(arm, arms["clm"]) for arm in ("one_split", "eager", "random_filters", "clm_k10")
         }
+        full |= {arm: arms.get(arm, [*arms["clm"], arms["clm"][0]]) for arm in MATCHED}
         full["clm"] = arms["clm"]
         out[task] = {(arm, 0.3): np.array(v, dtype=float) for arm, v in full.items()}
     return out
@@ -158,6 +161,76 @@ def test_filter_shrinkage_gate_reads_the_worst_task():
     assert m["scope_gen"]["worst_task_size_vs_gen_only_a30"] == pytest.approx(0.95)
     gate = _criterion("S3b_filters_shrink_a30")
     assert not gate.holds(gate.statistic(m))  # task b shrinks by 5% only
+
+
+def test_controls_must_miss_on_every_task():
+    """A control reads its best task: reaching the bar on one task of several (here the random
+    filters shrink the sets by 15% on task b) counts as reaching it, and S3b's control holds only
+    when it misses on every task."""
+    clm = [0.78, 4.0, 0.0, 20.0, 20.0]
+    rows = {
+        "a": {"clm": clm, "gen_only": [0.7, 4.0, 0, 3, 1], "random_filters": [0.7, 4.4, 0, 3, 1]},
+        "b": {"clm": clm, "gen_only": [0.7, 4.0, 0, 3, 1], "random_filters": [0.7, 3.4, 0, 3, 1]},
+    }
+    control = _criterion("S3b_control_random_filters_a30")
+    m = _worst_task_metrics(_per_task(rows), (0.3,))
+    assert m["random_filters"]["worst_task_size_vs_gen_only_a30"] == pytest.approx(1.1)
+    assert m["random_filters"]["best_task_size_vs_gen_only_a30"] == pytest.approx(0.85)
+    assert not control.holds(control.statistic(m))
+    rows["b"]["random_filters"] = [0.7, 4.0, 0, 3, 1]  # no shrinkage on either task
+    m = _worst_task_metrics(_per_task(rows), (0.3,))
+    assert control.holds(control.statistic(m))
+    # S1's control likewise: the no-allocation variant must under-cover on every task.
+    s1 = _criterion("S1_control_same_alpha_a30")
+    rows["a"]["same_alpha"], rows["b"]["same_alpha"] = [0.40, 1, 0, 3, 1], [0.66, 2, 0, 3, 1]
+    m = _worst_task_metrics(_per_task(rows), (0.3,))
+    assert m["same_alpha"]["max_task_coverage_a30"] == pytest.approx(0.66)
+    assert not s1.holds(s1.statistic(m))
+
+
+def test_matched_gate_reads_each_arm_against_its_own_matched_clm():
+    """S3a's gate divides SCOPE-Gen's size by the CLM tuned to SCOPE-Gen's coverage, and its
+    control divides the random-filter variant's size by the CLM tuned to *its* coverage."""
+    clm = [0.78, 4.0, 0.0, 20.0, 20.0]
+    rows = {
+        "a": {
+            "clm": clm,
+            "scope_gen": [0.72, 3.0, 0, 5, 2],
+            "clm_matched": [0.73, 3.5, 0, 20, 20, 0.72],
+            "random_filters": [0.71, 4.2, 0, 5, 2],
+            "clm_matched_random": [0.71, 3.4, 0, 20, 20, 0.71],
+        },
+        "b": {
+            "clm": clm,
+            "scope_gen": [0.72, 2.1, 0, 5, 2],
+            "clm_matched": [0.70, 2.0, 0, 20, 20, 0.72],
+            "random_filters": [0.72, 2.9, 0, 5, 2],
+            "clm_matched_random": [0.73, 2.5, 0, 20, 20, 0.72],
+        },
+    }
+    m = _worst_task_metrics(_per_task(rows), (0.3,))
+    assert m["scope_gen"]["worst_task_size_vs_clm_matched_a30"] == pytest.approx(1.05)
+    assert m["random_filters"]["best_task_size_vs_clm_matched_a30"] == pytest.approx(1.16)
+    assert m["clm_matched"]["max_task_coverage_gap_a30"] == pytest.approx(0.02)
+    gate, control = _criterion("S3a_matched_a30"), _criterion("S3a_control_random_filters_a30")
+    assert not gate.holds(gate.statistic(m))  # task b: 5% larger than the matched CLM
+    assert control.holds(control.statistic(m))  # larger on both tasks: the control misses
+    rows["b"]["random_filters"][1] = 2.4  # the blind filters beat their matched CLM on task b
+    m = _worst_task_metrics(_per_task(rows), (0.3,))
+    assert not control.holds(control.statistic(m))
+
+
+def test_admissible_rate_preconditions():
+    """The generator must sit in the paper's regime: fewer than 1 - max α of its samples
+    admissible (one sample must not already reach the target), at least one admissible sample
+    per prompt on average."""
+    high, low = _criterion("S0_admissible_rate_max"), _criterion("S0_admissible_samples_min")
+    assert high.precondition and low.precondition
+    ok = {"all_samples": {"max_task_admissible_rate": 0.40, "min_task_admissible_per_prompt": 4.5}}
+    assert high.holds(high.statistic(ok)) and low.holds(low.statistic(ok))
+    easy = {"all_samples": {"max_task_admissible_rate": 0.60, "min_task_admissible_per_prompt": 12}}
+    hard = {"all_samples": {"max_task_admissible_rate": 0.03, "min_task_admissible_per_prompt": 0.6}}
+    assert not high.holds(high.statistic(easy)) and not low.holds(low.statistic(hard))
 
 
 def test_reports_task_runs_through_the_claim():

@@ -150,3 +150,32 @@ def test_losses_match_direct_simulation_on_odd_sizes(set_score):
                     break
             assert miss[g, i] == (not any(lab[i, kept])), (g, i)
             assert cost[g, i] == drawn + len(kept), (g, i)
+
+
+def test_match_walks_the_front_at_the_target_miss_rate():
+    """``match`` accepts front configurations while the held-out miss rate is at most the target
+    and stops at the first that exceeds it; a looser target accepts at least as far along the
+    front (a configuration no costlier), and the matched CLM's test coverage is near the target."""
+    arr = QASimulator(n_prompts=1100, seed=6).to_arrays(20, np.random.default_rng(6))
+    cal, test = np.arange(600), np.arange(600, 1100)
+    grids = clm_grids(arr.qualities[cal], arr.similarities[cal], 10)
+    miss, cost = clm_losses(arr.qualities[cal], arr.similarities[cal], arr.labels[cal], grids)
+    clm = CLM(random_state=0).calibrate_losses(miss, cost, grids)
+    rates = clm.front_misses_ / clm.n_test_
+    q, s, lab = arr.qualities[test], arr.similarities[test], arr.labels[test]
+    accepted = []
+    for target in (0.2, 0.3, 0.4):
+        clm.match(target)
+        k = clm.n_accepted_
+        assert k >= 1 and (rates[:k] <= target).all() and (k == rates.size or rates[k] > target)
+        ev = evaluate(clm, q, s, lab)
+        assert abs(ev["coverage"] - (1 - target)) < 0.06 and ev["abstention"] == 0.0
+        accepted.append(k)
+    assert accepted == sorted(accepted)
+    # A target below every configuration's miss rate selects the lowest-risk one (no abstention).
+    assert rates[0] > 0.0  # some prompts have no admissible sample at all
+    clm.match(0.0)
+    i_s, i_q, i_t = np.unravel_index(clm.front_configs_[0], tuple(len(g) for g in grids))
+    assert clm.n_accepted_ == 0 and clm.config_ == (grids[0][i_s], grids[1][i_q], grids[2][i_t])
+    with pytest.raises(ValueError):
+        clm.match(1.5)

@@ -5,9 +5,11 @@ Filtering* (Klaus-Rudolf Kladny, Bernhard Schölkopf, Michael Muehlebach; ICLR 2
 2410.01660), Sec. 5: on generated tasks, over R random calibration/test splits per α, SCOPE-Gen
 (generation → quality → diversity as in Fig. 1, α split 3:1:1) is compared with CLM
 (Learn-then-Test with Pareto testing, best of 10 (ε, δ) pairs; full k_max and k_max = 10), with
-the paper's ablations (generation only, flipped filter order) and with broken variants of the
+CLM tuned on calibration data to SCOPE-Gen's realised coverage (matched coverage), with the
+paper's ablations (generation only, flipped filter order) and with broken variants of the
 mechanism (no α allocation, eager labelling, filters fed random scores). Every oracle is a
-counting, memoised oracle. Every gate is judged task by task (its worst task); nothing is pooled.
+counting, memoised oracle. Every gate is judged task by task (its worst task), and every control
+must miss its bar on every task (its best task); nothing is pooled.
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ __all__ = ["CLAIM", "run"]
 
 SCOPE_ARMS = ("scope_gen", "flipped", "same_alpha", "gen_only", "one_split", "eager", "random_filters")
 CLM_ARMS = ("clm", "clm_k10")
+#: CLM (k_max = all samples) tuned on each split's calibration data to the realised calibration
+#: coverage of a SCOPE-Gen arm: matched arm -> the arm whose coverage it matches.
+MATCHED = {"clm_matched": "scope_gen", "clm_matched_random": "random_filters"}
 METRICS = ("coverage", "size", "abstention", "unique_calls", "raw_calls")
+#: The matched arms' metrics: ``METRICS`` and the calibration coverage they were tuned to.
+MATCHED_METRICS = (*METRICS, "target_coverage")
 #: Slack of the coverage bar: 1 - α - COVERAGE_SLACK (sampling noise of the mean over splits).
 COVERAGE_SLACK = 0.03
 #: Optional dependency of each task that needs one (the task is skipped without it).
@@ -97,6 +104,11 @@ def _random_scores(shape: tuple[int, int], rng: np.random.Generator) -> tuple[np
     return q, s
 
 
+def _ratio(a: float, b: float) -> float:
+    """``a / b``, NaN where ``b`` is 0 or either is NaN (a figure's point, never a gate's)."""
+    return a / b if b != 0 and not np.isnan(a) and not np.isnan(b) else float("nan")
+
+
 def _column_means(rows: list[list[float]]) -> np.ndarray:
     """Column means over the finite entries (NaN where a column has none, e.g. every set of
     every split abstained), without numpy's empty-slice warning."""
@@ -138,19 +150,26 @@ def _run_task(
     progress: ProgressFn = no_progress,
     stage: str = "splits",
 ) -> dict[Any, Any]:
-    """Per α and arm, the metrics (``METRICS`` order) averaged over the R splits of one task."""
+    """Per α and arm, the metrics (``METRICS`` order) averaged over the R splits of one task.
+
+    The matched CLM arms (``MATCHED``) have one more column, the target coverage: on each split,
+    CLM is tuned to the realised coverage of its SCOPE-Gen arm on that split's calibration
+    prompts (never the test prompts).
+    """
     q, s, lab = arr.qualities, arr.similarities, arr.labels
     q_rand, s_rand = _random_scores(q.shape, numpy_rng(seed, 13, task_id))
     tables = {"clm": _clm_arm(arr, m, cfg), "clm_k10": _clm_arm(arr, min(cfg.clm_k_small, m), cfg)}
     pairs = {a: clm_risk_grid(a, cfg.clm_pairs) for a in cfg.alphas}
     acc: dict[tuple[str, float], list[list[float]]] = {}
     clm_acc: dict[tuple[str, float, int], list[list[float]]] = {}
+    matched_acc: dict[tuple[str, float], list[list[float]]] = {}
     for r in range(cfg.repetitions):
         progress(stage, r, cfg.repetitions)
         rng = numpy_rng(seed, 11, task_id, r)
         perm = rng.permutation(len(arr))
         cal, test = perm[: cfg.n_cal], perm[cfg.n_cal : cfg.n_cal + cfg.n_test]
         state = int(rng.integers(2**31))
+        cal_coverage: dict[tuple[str, float], float] = {}
         for alpha in cfg.alphas:
             models: dict[str, Any] = {}
             for arm, kw in _variants(cfg, alpha, m).items():
@@ -167,6 +186,10 @@ def _run_task(
                     ev = [e["coverage"], e["size"], e["abstention"]]
                 calls = [oracle.unique_calls / cfg.n_cal, oracle.calls / cfg.n_cal]
                 acc.setdefault((arm, alpha), []).append([*ev, *calls])
+                if arm in MATCHED.values():
+                    # Realised coverage on the calibration prompts (after the test evaluation,
+                    # so that the test sets are those of the method alone).
+                    cal_coverage[(arm, alpha)] = evaluate(model, qa[cal], sa[cal], lab[cal])["coverage"]
         for arm, t in tables.items():
             # CLM labels every sample (up to its k_max) of every calibration prompt.
             k = t["k"]
@@ -183,6 +206,15 @@ def _run_task(
                         e = evaluate(clm, t["q"][test], t["s"][test], t["lab"][test])
                         cache[clm.config_] = [e["coverage"], e["size"], e["abstention"]]
                     clm_acc.setdefault((arm, alpha, i), []).append([*cache[clm.config_], *calls])
+                if arm != "clm":
+                    continue
+                for matched, source in MATCHED.items():
+                    target = cal_coverage[(source, alpha)]
+                    clm.match(1.0 - target)
+                    if clm.config_ not in cache:
+                        e = evaluate(clm, t["q"][test], t["s"][test], t["lab"][test])
+                        cache[clm.config_] = [e["coverage"], e["size"], e["abstention"]]
+                    matched_acc.setdefault((matched, alpha), []).append([*cache[clm.config_], *calls, target])
     out: dict[Any, Any] = {}
     for (arm, alpha), rows in acc.items():
         out[(arm, alpha)] = _column_means(rows)
@@ -191,6 +223,8 @@ def _run_task(
             # Paper protocol: CLM's best pair is the one with the lowest mean coverage.
             means = [_column_means(clm_acc[(arm, alpha, i)]) for i in range(cfg.clm_pairs)]
             out[(arm, alpha)] = min(means, key=lambda v: v[0])
+    for key, rows in matched_acc.items():
+        out[key] = _column_means(rows)
     # Calibration wall-clock on one split (report only): SCOPE-Gen vs CLM from scratch.
     cal = numpy_rng(seed, 11, task_id, 0).permutation(len(arr))[: cfg.n_cal]
     t0 = time.perf_counter()
@@ -256,14 +290,17 @@ def _oracle_call_lines(
 def _worst_task_metrics(
     per_task: dict[str, dict[Any, Any]], alphas: tuple[float, ...]
 ) -> dict[str, dict[str, float]]:
-    """The task-by-task statistics the criteria read: each arm's worst task, per α.
+    """The task-by-task statistics the criteria read, per α.
 
-    A NaN (e.g. a CLM that certified nothing, so it has no finite sets) propagates, and a gate
-    on it then fails: a comparison that could not be made is no evidence.
+    A gate reads the method's worst task (``min_task_*``, ``max_task_*``, ``worst_task_*``); a
+    control reads the broken variant's best task (``max_task_coverage``, ``best_task_*``), so
+    that it must miss its bar on every task. A NaN (e.g. a CLM that certified nothing, so it has
+    no finite sets) propagates, and a gate or control on it then fails: a comparison that could
+    not be made is no evidence.
     """
     cov, size, abst, calls, raw = range(len(METRICS))
     tasks = list(per_task)
-    out: dict[str, dict[str, float]] = {arm: {} for arm in (*SCOPE_ARMS, *CLM_ARMS)}
+    out: dict[str, dict[str, float]] = {arm: {} for arm in (*SCOPE_ARMS, *CLM_ARMS, *MATCHED)}
 
     def vals(arm: str, alpha: float, k: int) -> np.ndarray:
         return np.array([per_task[t][(arm, alpha)][k] for t in tasks], dtype=float)
@@ -271,18 +308,19 @@ def _worst_task_metrics(
     for alpha in alphas:
         tag = _tag(alpha)
         bar = round(1 - alpha - COVERAGE_SLACK, 4)  # the same bar as S1's criteria
-        for arm in (*SCOPE_ARMS, *CLM_ARMS):
+        for arm in (*SCOPE_ARMS, *CLM_ARMS, *MATCHED):
             out[arm][f"min_task_coverage_{tag}"] = float(np.min(vals(arm, alpha, cov)))
             out[arm][f"max_task_abstention_{tag}"] = float(np.max(vals(arm, alpha, abst)))
         for arm in SCOPE_ARMS:
+            out[arm][f"max_task_coverage_{tag}"] = float(np.max(vals(arm, alpha, cov)))
             vs_clm = vals(arm, alpha, size) / vals("clm", alpha, size)
             out[arm][f"worst_task_size_vs_clm_{tag}"] = float(np.max(vs_clm))
             out[arm][f"worst_task_size_vs_clm_k10_{tag}"] = float(
                 np.max(vals(arm, alpha, size) / vals("clm_k10", alpha, size))
             )
-            out[arm][f"worst_task_size_vs_gen_only_{tag}"] = float(
-                np.max(vals(arm, alpha, size) / vals("gen_only", alpha, size))
-            )
+            vs_gen = vals(arm, alpha, size) / vals("gen_only", alpha, size)
+            out[arm][f"worst_task_size_vs_gen_only_{tag}"] = float(np.max(vs_gen))
+            out[arm][f"best_task_size_vs_gen_only_{tag}"] = float(np.min(vs_gen))
             # S3a's joint rule, per task: sets no larger than CLM's *and* coverage at the bar.
             ok = (vs_clm <= 1.0) & (vals(arm, alpha, cov) >= bar)  # NaN compares False: a failure
             out[arm][f"tasks_failing_joint_{tag}"] = float(len(tasks) - ok.sum())
@@ -292,6 +330,14 @@ def _worst_task_metrics(
             out[arm][f"worst_task_raw_calls_vs_clm_{tag}"] = float(
                 np.max(vals(arm, alpha, raw) / vals("clm", alpha, raw))
             )
+        for matched, source in MATCHED.items():
+            # Sizes against CLM tuned to the arm's own realised calibration coverage.
+            vs_matched = vals(source, alpha, size) / vals(matched, alpha, size)
+            out[source][f"worst_task_size_vs_clm_matched_{tag}"] = float(np.max(vs_matched))
+            out[source][f"best_task_size_vs_clm_matched_{tag}"] = float(np.min(vs_matched))
+            # How closely the match holds on the test prompts.
+            gap = np.abs(vals(matched, alpha, cov) - vals(source, alpha, cov))
+            out[matched][f"max_task_coverage_gap_{tag}"] = float(np.max(gap))
     return out
 
 
@@ -308,8 +354,8 @@ def run(
             calibration-size study.
 
     Returns:
-        Per-arm metrics: ``<metric>_<task>_<α>`` per task, and each gate's worst-task
-        statistic; the figures and notes.
+        Per-arm metrics: ``<metric>_<task>_<α>`` per task, each gate's worst-task and each
+        control's best-task statistic; the figures and notes.
     """
     del device
     notes: list[str] = []
@@ -333,24 +379,27 @@ def run(
         # The ceiling of coverage without abstaining: the set of all m samples of a prompt.
         ceiling[f"coverage_{name}"] = float(arr.labels.any(axis=1).mean())
         ceiling[f"admissible_rate_{name}"] = float(arr.labels.mean())
+        ceiling[f"admissible_per_prompt_{name}"] = float(arr.labels.sum(axis=1).mean())
         notes.append(
             f"{name}: {len(arr)} prompts, {m} samples each, {arr.labels.mean():.3f} admissible, "
             f"{arr.labels.any(axis=1).mean():.3f} of prompts with an admissible sample; "
             f"built in {build:.1f} s"
         )
     tasks = list(per_task)
-    metrics: dict[str, dict[str, float]] = {arm: {} for arm in (*SCOPE_ARMS, *CLM_ARMS)}
+    metrics: dict[str, dict[str, float]] = {arm: {} for arm in (*SCOPE_ARMS, *CLM_ARMS, *MATCHED)}
     for alpha in config.alphas:
         tag = _tag(alpha)
         for arm in metrics:
             for t in tasks:
-                for k, metric in enumerate(METRICS):
+                for k, metric in enumerate(MATCHED_METRICS if arm in MATCHED else METRICS):
                     metrics[arm][f"{metric}_{t}_{tag}"] = float(per_task[t][(arm, alpha)][k])
     for arm, ms in _worst_task_metrics(per_task, config.alphas).items():
         metrics[arm].update(ms)
     metrics["all_samples"] = {
         **ceiling,
         "min_task_coverage": min(ceiling[f"coverage_{t}"] for t in tasks),
+        "max_task_admissible_rate": max(ceiling[f"admissible_rate_{t}"] for t in tasks),
+        "min_task_admissible_per_prompt": min(ceiling[f"admissible_per_prompt_{t}"] for t in tasks),
     }
     for t in tasks:
         secs = per_task[t]["seconds"]
@@ -367,8 +416,28 @@ def run(
             x=xs,
             lines=_oracle_call_lines(metrics, tags, tasks),
         ),
+        "size_vs_clm_matched": Series(
+            title=(
+                "Mean set size over that of CLM tuned to the same realised calibration coverage, "
+                "per task (SCOPE-Gen, and the random-filter control against its own match)"
+            ),
+            xlabel="α",
+            ylabel="set size / matched CLM's",
+            x=xs,
+            lines={
+                "bar (1)": [1.0] * len(xs),
+                **{
+                    f"{source} ({t})": [
+                        _ratio(metrics[source][f"size_{t}_{g}"], metrics[matched][f"size_{t}_{g}"])
+                        for g in tags
+                    ]
+                    for t in tasks
+                    for matched, source in MATCHED.items()
+                },
+            },
+        ),
         "coverage": Series(
-            title="Coverage against α, per task (SCOPE-Gen and CLM)",
+            title="Coverage against α, per task (SCOPE-Gen, CLM and CLM at matched coverage)",
             xlabel="α",
             ylabel="coverage",
             x=xs,
@@ -377,7 +446,7 @@ def run(
                 **{
                     f"{arm} ({t})": [metrics[arm][f"coverage_{t}_{g}"] for g in tags]
                     for t in tasks
-                    for arm in ("scope_gen", "clm")
+                    for arm in ("scope_gen", "clm", "clm_matched")
                 },
             },
         ),
@@ -390,7 +459,15 @@ def run(
             x=xs,
             lines={
                 arm: [metrics[arm][f"size_{t}_{g}"] for g in tags]
-                for arm in ("scope_gen", "flipped", "gen_only", "random_filters", "clm", "clm_k10")
+                for arm in (
+                    "scope_gen",
+                    "flipped",
+                    "gen_only",
+                    "random_filters",
+                    "clm",
+                    "clm_k10",
+                    "clm_matched",
+                )
             },
         )
     sizes = [float(n) for n in config.calibration_sizes]
@@ -432,7 +509,33 @@ def _criteria() -> tuple:
                 "admissible one for at least S1's coverage bar at the smallest α (0.7 minus 0.03), so "
                 "a method can reach the bar without abstaining."
             ),
-        )
+        ),
+        value(
+            "all_samples.max_task_admissible_rate",
+            "<",
+            round(1 - 0.4, 4),
+            name="S0_admissible_rate_max",
+            precondition=True,
+            explain=(
+                "Precondition (the paper's regime): on every task fewer than 60% of generated samples "
+                "are admissible (1 minus the largest α), so a set of one sample misses the coverage "
+                "target at every α and the generation stage and the filters have sets to build and "
+                "prune. The paper states no admissible rates; the range comes from its protocol."
+            ),
+        ),
+        value(
+            "all_samples.min_task_admissible_per_prompt",
+            ">=",
+            1.0,
+            name="S0_admissible_samples_min",
+            precondition=True,
+            explain=(
+                "Precondition (the paper's regime): on every task a prompt's m_max samples hold at "
+                "least one admissible sample on average (an admissible rate of at least 1/m_max: 1/20 "
+                "for the text-like tasks, 1/60 for the molecules), so that the m_max samples the "
+                "paper draws per prompt hold an admissible one on average."
+            ),
+        ),
     ]
     for alpha in (0.3, 0.4):
         t = _tag(alpha)
@@ -454,14 +557,14 @@ def _criteria() -> tuple:
             ),
             fails(
                 value(
-                    f"same_alpha.min_task_coverage_{t}",
+                    f"same_alpha.max_task_coverage_{t}",
                     ">=",
                     round(1 - alpha - 0.05, 4),
                     name=f"S1_control_same_alpha_{t}",
                     explain=(
                         "Calibrating every stage at the full α instead of splitting α over the "
                         "stages loses the coverage guarantee, so this broken variant must fall "
-                        "short of it on at least one task."
+                        "short of it on every task (the statistic is its best task's coverage)."
                     ),
                 )
             ),
@@ -487,17 +590,20 @@ def _criteria() -> tuple:
                     "has no guarantee, still reaches the coverage target on every task (reported only)."
                 ),
             ),
-            # ---- S2: admissibility checks, task by task.
+            # ---- S2: admissibility checks, task by task (reported only: count arithmetic).
             value(
                 f"scope_gen.worst_task_calls_vs_clm_{t}",
                 "<=",
                 0.5,
                 name=f"S2_unique_calls_{t}",
+                gating=False,
                 paper="far fewer admissibility checks than CLM (Sec. 5)",
-                falsifier=f"S2_control_eager_{t}",
                 explain=(
-                    "On every task, SCOPE-Gen needs at most half as many distinct admissibility "
-                    "checks per calibration prompt as CLM."
+                    "SCOPE-Gen's distinct admissibility checks per calibration prompt over CLM's, on "
+                    "its worst task (reported only: each calibration prompt costs its first "
+                    "admissible position in one stage's order and CLM's costs all its samples, so the "
+                    "ratio is arithmetic on the admissible rate, checked by unit tests; the only "
+                    "broken variant that misses the bar, eager labelling, misses it by construction)."
                 ),
             ),
             fails(
@@ -506,11 +612,24 @@ def _criteria() -> tuple:
                     "<=",
                     0.5,
                     name=f"S2_control_eager_{t}",
+                    gating=False,
                     explain=(
-                        "Without lazy labelling (every sample of every calibration prompt checked "
-                        "first), SCOPE-Gen must lose its saving in admissibility checks."
+                        "Labelling every sample of every calibration prompt makes as many distinct "
+                        "checks as CLM, a ratio of 1 by construction (reported only)."
                     ),
                 )
+            ),
+            value(
+                f"random_filters.worst_task_calls_vs_clm_{t}",
+                "<=",
+                0.5,
+                name=f"S2_random_filters_calls_{t}",
+                gating=False,
+                explain=(
+                    "The random-filter variant, lazy but with blind filter orders, against the same "
+                    "bar (reported only: where it passes too, the saving comes from lazy labelling "
+                    "and the admissible rate, not from the filters)."
+                ),
             ),
             value(
                 f"scope_gen.worst_task_raw_calls_vs_clm_{t}",
@@ -523,18 +642,55 @@ def _criteria() -> tuple:
                     "quarter of CLM's oracle calls on every task (reported only)."
                 ),
             ),
-            # ---- S3a: smaller sets than CLM at the promised coverage (the paper's claim).
+            # ---- S3a: smaller sets than CLM at the same realised coverage (the paper's claim).
+            value(
+                f"scope_gen.worst_task_size_vs_clm_matched_{t}",
+                "<=",
+                1.0,
+                name=f"S3a_matched_{t}",
+                paper="smaller sets than CLM at coverage 1-α (Sec. 5)",
+                falsifier=f"S3a_control_random_filters_{t}",
+                explain=(
+                    "On every task, SCOPE-Gen's sets are on average no larger than those of CLM "
+                    "tuned, on each split's calibration prompts, to SCOPE-Gen's realised coverage "
+                    "there, so neither method's set size is bought with a different coverage."
+                ),
+            ),
+            fails(
+                value(
+                    f"random_filters.best_task_size_vs_clm_matched_{t}",
+                    "<=",
+                    1.0,
+                    name=f"S3a_control_random_filters_{t}",
+                    explain=(
+                        "SCOPE-Gen with its filters fed i.i.d. random scores must have larger sets "
+                        "than CLM tuned to its own realised calibration coverage, on every task "
+                        "(the statistic is its best task)."
+                    ),
+                )
+            ),
+            value(
+                f"clm_matched.max_task_coverage_gap_{t}",
+                "<=",
+                0.02,
+                name=f"S3a_matched_coverage_gap_{t}",
+                gating=False,
+                explain=(
+                    "How closely the match holds on test prompts: the largest gap over tasks between "
+                    "the matched CLM's coverage and SCOPE-Gen's (reported only)."
+                ),
+            ),
             value(
                 f"scope_gen.tasks_failing_joint_{t}",
                 "<=",
                 0.0,
                 name=f"S3a_smaller_sets_{t}",
-                paper="smaller sets than CLM at coverage 1-α (Sec. 5)",
-                falsifier=f"S3a_control_same_alpha_{t}",
+                gating=False,
                 explain=(
-                    "On every task, SCOPE-Gen's sets are on average no larger than CLM's while "
-                    f"its coverage stays at least {cov} minus 0.03 (the statistic counts tasks "
-                    "failing either part)."
+                    "At the guarantee level (reported only): SCOPE-Gen's sets are no larger than "
+                    "those of CLM under the paper's protocol, which certifies a PAC guarantee and "
+                    f"over-covers, while its coverage stays at least {cov} minus 0.03; the statistic "
+                    "counts tasks failing either part."
                 ),
             ),
             fails(
@@ -543,9 +699,10 @@ def _criteria() -> tuple:
                     "<=",
                     0.0,
                     name=f"S3a_control_same_alpha_{t}",
+                    gating=False,
                     explain=(
                         "The variant without α allocation gets small sets by under-covering, so "
-                        "the joint size-and-coverage rule must reject it on at least one task."
+                        "the guarantee-level rule rejects it on at least one task (reported only)."
                     ),
                 )
             ),
@@ -555,7 +712,10 @@ def _criteria() -> tuple:
                 1.0,
                 name=f"S3a_size_ratio_{t}",
                 gating=False,
-                explain="SCOPE-Gen's mean set size over CLM's, on its worst task (reported only).",
+                explain=(
+                    "SCOPE-Gen's mean set size over that of CLM under the paper's protocol, on its "
+                    "worst task (reported only)."
+                ),
             ),
             value(
                 f"scope_gen.worst_task_size_vs_clm_k10_{t}",
@@ -575,7 +735,7 @@ def _criteria() -> tuple:
                 name=f"S3a_flipped_{t}",
                 gating=False,
                 explain=(
-                    "The flipped filter order (diversity before quality) under the same joint "
+                    "The flipped filter order (diversity before quality) under the guarantee-level "
                     "rule (reported only)."
                 ),
             ),
@@ -605,13 +765,14 @@ def _criteria() -> tuple:
             ),
             fails(
                 value(
-                    f"random_filters.worst_task_size_vs_gen_only_{t}",
+                    f"random_filters.best_task_size_vs_gen_only_{t}",
                     "<=",
                     0.9,
                     name=f"S3b_control_random_filters_{t}",
                     explain=(
                         "With its filters fed i.i.d. random quality and similarity scores, "
-                        "SCOPE-Gen must lose that shrinkage on at least one task."
+                        "SCOPE-Gen must lose that shrinkage on every task (the statistic is its "
+                        "best task)."
                     ),
                 )
             ),
@@ -650,6 +811,8 @@ _SMOKE = dataclasses.replace(
     calibration_sizes=(150, 300),
     sensitivity_repetitions=5,
 )
+#: The paper's R = 300 calibration/test splits per task and α.
+_LONG = dataclasses.replace(_FULL, repetitions=300)
 
 CLAIM = Claim(
     name="scope_gen",
@@ -673,6 +836,11 @@ CLAIM = Claim(
         "clm": "CLM: Learn-then-Test + Pareto testing, best of 10 (ε, δ) pairs (lowest coverage), "
         "k_max = all samples, every stopping count on the grid",
         "clm_k10": "CLM as above with k_max = 10 (the paper's reduced CLM)",
+        "clm_matched": "CLM (k_max = all samples) tuned on each split's calibration prompts to "
+        "SCOPE-Gen's realised coverage there: its Pareto front walked with the held-out miss rate at "
+        "most SCOPE-Gen's (no guarantee; a comparison at matched coverage)",
+        "clm_matched_random": "CLM tuned the same way to the random-filter control's realised "
+        "calibration coverage",
         "same_alpha": "control: every stage calibrated at the full α (no allocation)",
         "gen_only": "ablation (the paper's): generation stage only (no filters), at the full α",
         "eager": "control: every sample of every calibration prompt labelled (offline arrays)",
@@ -680,31 +848,38 @@ CLAIM = Claim(
         "random_filters": "control: SCOPE-Gen calibrated the same way on i.i.d. random qualities "
         "and similarities (blind filters)",
         "all_samples": "ceiling: the set of all generated samples of a prompt (coverage without "
-        "abstaining), and the task's admissible rate",
+        "abstaining), the task's admissible rate and admissible samples per prompt",
     },
     criteria=_criteria(),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=15.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=180.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=200.0),
+        # About 45 s of task building plus three times the full budget's splits (about 165 s).
+        "long": Budget("long", _LONG, seeds=3, seconds=540.0),
     },
     run_fn=run,
-    headline="S2_unique_calls_a30",
-    figure="oracle_calls",
+    headline="S3a_matched_a30",
+    figure="size_vs_clm_matched",
     deviations=(
         "Generated tasks (QA simulator, Gaussian-mixture toy, RDKit molecules from a project grammar, "
         "templated radiology-style reports from a tiny GPT-2 trained on the spot) replace TriviaQA, "
         "CNN/DailyMail, MIMIC-CXR and DiGress/MOSES; no downloads.",
-        "R = 100 calibration/test splits per task instead of 300 (CPU budget).",
-        "Every gate is judged task by task through its worst task; per-task values are reported as "
-        "<metric>_<task>_<α> metrics; nothing is pooled over tasks.",
+        "R = 100 calibration/test splits per task at the full budget (CPU budget); the long budget "
+        "runs the paper's 300.",
+        "Every gate is judged task by task through its worst task, and every control must miss its "
+        "bar on every task (its best task); per-task values are reported as <metric>_<task>_<α> "
+        "metrics; nothing is pooled over tasks.",
+        "Set sizes are gated against CLM tuned on calibration prompts to SCOPE-Gen's realised "
+        "coverage; the paper's comparison at the guarantee level (CLM's PAC guarantee, which "
+        "over-covers) is reported only. Admissibility-check counts are reported only (arithmetic on "
+        "the admissible rate).",
+        "CLM's λ_sim is on for every task (CLM's method; the official molecule configuration turns "
+        "it off). Its grid holds λ_sim = +∞ (no rejection), so the official setting is one of "
+        "CLM's candidates.",
         "CLM's λ_sim and λ_qual grids are ≤ 25 quantiles of the task's pooled, unlabelled qualities "
         "and similarities; λ_stop is every count 1..k_max. One per-instance loss table per task "
         "serves all splits (same numbers as recomputing per split).",
         "CLM's best (ε, δ) pair is chosen by lowest mean test coverage, as in the paper (favours CLM).",
         "The molecule task is skipped when rdkit is not installed, the report task when rouge-score is not.",
-    ),
-    unchecked=(
-        "each generated task's admissible rate lies in the range of the paper's tasks (reported per "
-        "task; the paper's rates are not stated here)",
     ),
 )

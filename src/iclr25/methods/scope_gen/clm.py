@@ -15,7 +15,9 @@ Algorithm 1 and Sec. 4:
   miss rate with the binomial-tail p-value ``p = BinomCDF(n·L̂; n, ε)``, accepting while
   ``p ≤ δ``. Guarantee: ``P(miss rate ≤ ε) ≥ 1-δ``;
 - :func:`clm_risk_grid`: the ``(ε, δ)`` pairs with ``(1-ε)(1-δ) = 1-α`` used to compare with
-  SCOPE-Gen at level α (δ in ``[α/15, α/5]``).
+  SCOPE-Gen at level α (δ in ``[α/15, α/5]``);
+- :meth:`CLM.match`: the same front walked with an empirical acceptance rule (held-out miss rate
+  at most a target) instead of the test, to compare set sizes at a matched realised coverage.
 
 CLM labels every sample (up to ``k_max``) of every calibration instance.
 """
@@ -395,6 +397,39 @@ class CLM:
             )
         else:
             self.config_ = None
+        return self
+
+    def match(self, miss_rate: float) -> CLM:
+        """Select a configuration at a given empirical miss rate instead of certifying one.
+
+        Walks the Pareto front as :meth:`certify` does, but accepts a configuration while its
+        miss rate on the held-out half of the calibration data is at most ``miss_rate``, and
+        stops at the first that exceeds it; the last accepted (cheapest) configuration is
+        selected. If none is accepted, the front's first (lowest-risk) configuration is. The
+        result carries no guarantee: it is CLM tuned to a realised coverage of ``1 - miss_rate``
+        on calibration data, for comparing set sizes at matched coverage.
+
+        Args:
+            miss_rate: the target miss rate, in [0, 1].
+
+        Returns:
+            ``self``, with ``config_`` and ``n_accepted_`` set (``epsilon`` and ``delta`` keep
+            the values of the last certification).
+        """
+        if not hasattr(self, "front_configs_"):
+            raise RuntimeError("CLM is not calibrated")
+        if not 0.0 <= miss_rate <= 1.0:
+            raise ValueError(f"miss_rate must lie in [0, 1], got {miss_rate}")
+        rates = self.front_misses_ / self.n_test_
+        # The fixed-sequence walk of the test on "rate - target <= 0" instead of "p <= δ"; the
+        # tolerance keeps exact ties (k/n equal to the target) accepted despite float rounding.
+        accepted = fixed_sequence_test(rates - miss_rate, 1e-12)
+        self.n_front_ = int(self.front_configs_.size)
+        self.n_accepted_ = accepted
+        g = int(self.front_configs_[max(accepted, 1) - 1])
+        shape = tuple(len(x) for x in self.grids_)
+        i_s, i_q, i_t = np.unravel_index(g, shape)
+        self.config_ = (float(self.grids_[0][i_s]), float(self.grids_[1][i_q]), float(self.grids_[2][i_t]))
         return self
 
     def predict_batch(self, qualities: np.ndarray, similarities: np.ndarray) -> BatchPrediction:

@@ -38,7 +38,9 @@ class ScopeGenCheckConfig:
     )
     n_test: int = param(300, doc="test prompts per repetition", source="paper: Sec. 5, 300 test points")
     repetitions: int = param(
-        100, doc="R random calibration/test splits", source="deviation: paper uses 300; CPU budget"
+        100,
+        doc="R random calibration/test splits",
+        source="deviation: 100 at the full budget (CPU); the long budget runs the paper's 300",
     )
     m_max: int = param(
         20, doc="sampling cap per prompt (text-like tasks)", source="paper: Sec. 5, 20 samples"
