@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from sklearn.base import clone
 
 from iclr25.methods.pal import (
     Comparisons,
@@ -19,6 +21,8 @@ from iclr25.methods.pal import (
     PALHead,
     PALRewardModel,
     UserRegistry,
+    comparison_accuracy_scorer,
+    comparison_matrix,
     cumulative_weights,
     embed_comparisons,
     from_chosen_rejected,
@@ -123,15 +127,17 @@ def _fitted_on_two_users(variant: str) -> tuple:
     n, d = 60, 6
     x, y = rng.normal(size=(n, d)), rng.normal(size=(n, d))
     lab = (x[:, 0] < y[:, 0]).astype(int)
-    cfg = PALConfig(variant=variant, k=3, d_in=d, d_pref=4, epochs=2, batch_size=16, new_user_steps=5)
-    return PALEstimator(cfg).fit(x, x, y, lab, ["s0", "s1"] * (n // 2)), x, y, lab
+    est = PALEstimator(variant=variant, k=3, d_pref=4, epochs=2, batch_size=16, new_user_steps=5)
+    prompt = x if variant == "B" else None
+    return est.fit(comparison_matrix(["s0", "s1"] * (n // 2), x, y, prompt), lab), x, y, lab
 
 
 @pytest.mark.parametrize("variant", ["A", "B"])
 def test_new_user_fit_trains_only_new_w(variant: str) -> None:
     est, x, y, lab = _fitted_on_two_users(variant)
     before = {k: v.clone() for k, v in est.head_.state_dict().items()}
-    est.partial_fit_new_users(x[:10], x[:10], y[:10], lab[:10], ["n0", "n1"] * 5)
+    prompt = x[:10] if variant == "B" else None
+    est.partial_fit_new_users(comparison_matrix(["n0", "n1"] * 5, x[:10], y[:10], prompt), lab[:10])
     after = est.head_.state_dict()
     assert est.new_user_trainable_ == 3 * 2
     for k, v in before.items():
@@ -195,17 +201,10 @@ def test_estimator_is_deterministic() -> None:
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=(40, 4)), rng.normal(size=(40, 4))
     lab = (x[:, 1] > y[:, 1]).astype(int)
-    cfg = PALConfig(variant="B", k=2, d_in=4, d_pref=4, epochs=2, batch_size=8)
-    p1 = (
-        PALEstimator(cfg, random_state=3)
-        .fit(x, x, y, lab, ["a", "b"] * 20)
-        .predict_proba(x, x, y, ["a"] * 40)
-    )
-    p2 = (
-        PALEstimator(cfg, random_state=3)
-        .fit(x, x, y, lab, ["a", "b"] * 20)
-        .predict_proba(x, x, y, ["a"] * 40)
-    )
+    X, Xa = comparison_matrix(["a", "b"] * 20, x, y, x), comparison_matrix(["a"] * 40, x, y, x)
+    kw = {"variant": "B", "k": 2, "d_pref": 4, "epochs": 2, "batch_size": 8, "random_state": 3}
+    p1 = PALEstimator(**kw).fit(X, lab).predict_proba(Xa)
+    p2 = PALEstimator(**kw).fit(X, lab).predict_proba(Xa)
     assert np.array_equal(p1, p2)
 
 
@@ -215,17 +214,16 @@ def test_estimator_learns_two_groups() -> None:
     x, y = rng.normal(size=(n, 4)), rng.normal(size=(n, 4))
     users = np.array(["a", "b"] * (n // 2))
     lab = np.where(users == "a", x[:, 0] < y[:, 0], x[:, 0] > y[:, 0]).astype(int)
-    cfg = PALConfig(
-        variant="A", k=2, d_in=4, d_pref=4, epochs=80, batch_size=400, lr_projector=1e-2, lr_user=0.2
-    )
-    est = PALEstimator(cfg).fit(None, x, y, lab, users)
-    k2 = est.score(None, x, y, lab, users)
-    k1 = PALEstimator(cfg.replace(k=1)).fit(None, x, y, lab, users).score(None, x, y, lab, users)
+    est = PALEstimator(variant="A", k=2, d_pref=4, epochs=80, batch_size=400, lr_projector=1e-2, lr_user=0.2)
+    X = comparison_matrix(users, x, y)
+    k2 = est.fit(X, lab).score(X, lab)
+    k1 = clone(est).set_params(k=1).fit(X, lab).score(X, lab)
     assert k2 > k1 + 0.2
+    assert comparison_accuracy_scorer(est, X, lab) == k2
     # As the README's Usage comment says: user a picks the larger first coordinate, b the smaller.
     small, large = [[-1.0, 0.0, 0.0, 0.0]], [[1.0, 0.0, 0.0, 0.0]]
-    assert est.predict(None, small, large, ["a"]).tolist() == [1]  # 1 = the right item
-    assert est.predict(None, small, large, ["b"]).tolist() == [0]
+    assert est.predict(comparison_matrix(["a"], small, large)).tolist() == [1]  # 1 = the right item
+    assert est.predict(comparison_matrix(["b"], small, large)).tolist() == [0]
 
 
 def test_converters() -> None:
@@ -259,14 +257,23 @@ def test_bad_input_errors() -> None:
         embed_comparisons(
             Comparisons(["u"], [""], ["i0"], ["nope"], [0]), LookupEncoder({"i0": [1.0]}), joint=True
         )
-    est = PALEstimator(PALConfig(variant="B", k=2, d_in=4, d_pref=4, epochs=1))
+    est = PALEstimator(variant="B", k=2, d_pref=4, epochs=1)
     x = np.zeros((3, 4))
+    X = comparison_matrix(["u"] * 3, x, x, x)
     with pytest.raises(ValueError, match="labels"):
-        est.fit(x, x, x, [0, 1, 3], ["u"] * 3)
+        est.fit(X, [0, 1, 3])
     with pytest.raises(ValueError, match="shape"):
-        est.fit(x, np.zeros((3, 5)), x, [0, 1, 1], ["u"] * 3)
+        comparison_matrix(["u"] * 3, x, np.zeros((3, 5)), x)
     with pytest.raises(ValueError, match="user ids"):
-        est.fit(x, x, x, [0, 1, 1], ["u"] * 2)
+        comparison_matrix(["u"] * 2, x, x, x)
+    with pytest.raises(ValueError, match="columns"):
+        est.fit(X[:, :-1], [0, 1, 1])  # 1 + 3 d columns for PAL-B
+    with pytest.raises(ValueError, match="numbers"):
+        est.fit(np.array([["u", "a", "b", "c"]], dtype=object), [0])
+    with pytest.raises(ValueError, match="0 comparisons"):
+        est.fit(X[:0], [])
+    with pytest.raises(ValueError, match="k must be"):
+        PALEstimator(k=0).fit(X, [0, 1, 1])  # checked at fit, as scikit-learn expects
     with pytest.raises(ValueError, match="score"):
         PALConfig(variant="A", score="cosine")
 
@@ -282,36 +289,92 @@ def test_cached_features_give_the_same_logits(variant: str, user_map: str) -> No
 
 
 def test_estimator_follows_the_get_params_contract() -> None:
-    from sklearn.base import clone
     from sklearn.exceptions import NotFittedError
 
-    cfg = PALConfig(variant="B", k=2, d_in=4, d_pref=4, epochs=1)
-    est = PALEstimator(cfg, random_state=3)
-    assert est.get_params() == {"config": cfg, "device": "cpu", "random_state": 3}
+    default = PALEstimator()  # default-constructible: the paper's PAL-B hyper-parameters
+    assert default.get_params()["variant"] == "B" and default.get_params()["k"] == 2
+    twin3 = clone(PALEstimator()).set_params(k=3)
+    assert twin3.k == 3 and twin3.get_params()["d_pref"] == 512
+    est = PALEstimator(variant="B", k=2, d_pref=4, epochs=1, random_state=3)
     assert est.set_params(random_state=5) is est and est.random_state == 5
-    x = np.zeros((2, 4))
+    X0 = comparison_matrix(["u", "u"], *(np.zeros((2, 4)),) * 3)
     with pytest.raises(NotFittedError, match="fit"):
-        est.predict(x, x, x, ["u", "u"])
+        est.predict(X0)
     rng = np.random.default_rng(0)
     p, a, b = (rng.normal(size=(8, 4)) for _ in range(3))
-    est.fit(p, a, b, [0, 1] * 4, ["u"] * 8)
+    X = comparison_matrix(["u"] * 8, a, b, p)
+    est.fit(X, [0, 1] * 4)
+    assert est.config_.d_in == 4 and est.n_features_in_ == 13 and est.classes_.tolist() == [0, 1]
     twin = clone(est)
     assert twin.get_params() == est.get_params() and not hasattr(twin, "head_")
-    assert np.array_equal(
-        twin.fit(p, a, b, [0, 1] * 4, ["u"] * 8).predict_proba(p, a, b, ["u"] * 8),
-        est.predict_proba(p, a, b, ["u"] * 8),
-    )
+    assert np.array_equal(twin.fit(X, [0, 1] * 4).predict_proba(X), est.predict_proba(X))
+    # from_config carries every hyper-parameter of a PALConfig (d_in comes from X at fit).
+    cfg = PALConfig(variant="A", k=3, d_in=4, d_pref=6, user_map="f(P)w", epochs=7, lr_user=0.3)
+    got = PALEstimator.from_config(cfg, random_state=2).fit(comparison_matrix(["u"] * 8, a, b), [0, 1] * 4)
+    assert got.config_ == cfg.replace(seed=2)
+    with pytest.raises(ValueError, match="columns"):
+        est.predict(comparison_matrix(["u"] * 8, a[:, :3], b[:, :3], p[:, :3]))
+
+
+def test_grid_search_over_k_runs() -> None:
+    """GridSearchCV clones the estimator, sets k, and scores comparison accuracy on held-out rows."""
+    from sklearn.model_selection import GridSearchCV
+
+    rng = np.random.default_rng(0)
+    n = 80
+    x, y = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
+    users = np.array(["a", "b"] * (n // 2))
+    lab = np.where(users == "a", x[:, 0] < y[:, 0], x[:, 0] > y[:, 0]).astype(int)
+    est = PALEstimator(variant="A", d_pref=2, projector="mlp1-gelu-dropout0", epochs=15, batch_size=40)
+    est.set_params(lr_projector=2e-2, lr_user=0.3, new_user_steps=1)
+    search = GridSearchCV(est, {"k": [1, 2]}, cv=2, scoring=comparison_accuracy_scorer)
+    search.fit(comparison_matrix(users, x, y), lab)
+    scores = search.cv_results_["mean_test_score"]
+    assert len(scores) == 2 and np.all((scores >= 0) & (scores <= 1))
+    assert search.best_estimator_.k in (1, 2) and hasattr(search.best_estimator_, "head_")
+
+
+# scikit-learn's estimator checks that apply to a classifier of comparisons. The others feed
+# random numeric X of any width (no user-id column, widths that are not 1 + 2 d) and multi-class
+# or continuous y, which PAL rejects by design: labels are 0 (left) or 1 (right).
+_SKLEARN_CHECKS = (
+    "check_estimator_cloneable",
+    "check_estimator_repr",
+    "check_no_attributes_set_in_init",
+    "check_estimators_unfitted",
+    "check_do_not_raise_errors_in_init_or_set_params",
+    "check_mixin_order",
+    "check_estimators_pickle",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_fit1d",
+    "check_supervised_y_no_nan",
+)
+
+
+def test_sklearn_estimator_checks_that_apply() -> None:
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(PALEstimator(variant="A", d_pref=2, epochs=1), on_fail=None)
+    status = {}
+    for r in results:
+        status.setdefault(r["check_name"], set()).add(r["status"])
+    for name in _SKLEARN_CHECKS:
+        assert status.get(name) == {"passed"}, (name, status.get(name))
 
 
 def test_nan_embeddings_raise_a_clear_error() -> None:
-    est = PALEstimator(PALConfig(variant="B", k=2, d_in=4, d_pref=4, epochs=1))
+    est = PALEstimator(variant="B", k=2, d_pref=4, epochs=1)
     x = np.zeros((3, 4))
     bad = x.copy()
     bad[1, 2] = np.nan
     with pytest.raises(ValueError, match=r"left_emb has 1 NaN or infinite value.*row 1"):
-        est.fit(x, bad, x, [0, 1, 1], ["u"] * 3)
+        est.fit(comparison_matrix(["u"] * 3, bad, x, x), [0, 1, 1])
     with pytest.raises(ValueError, match=r"prompt_emb .*NaN"):
-        est.fit(np.full((3, 4), np.inf), x, x, [0, 1, 1], ["u"] * 3)
+        est.fit(comparison_matrix(["u"] * 3, x, x, np.full((3, 4), np.inf)), [0, 1, 1])
 
     class NanEncoder:
         dim = 2
@@ -397,23 +460,21 @@ def test_trainer_fits_trl_style_records() -> None:
 def test_new_users_by_cross_entropy_train_only_w(variant: str) -> None:
     est, x, y, lab = _fitted_on_two_users(variant)
     before = {k: v.clone() for k, v in est.head_.state_dict().items()}
+    prompt = x[:10] if variant == "B" else None
+    new_x = comparison_matrix(["n0", "n1"] * 5, x[:10], y[:10], prompt)
     fits = {}
     for loss in ("hinge", "ce"):
-        e = copy.deepcopy(est).partial_fit_new_users(
-            x[:10], x[:10], y[:10], lab[:10], ["n0", "n1"] * 5, loss=loss
-        )
+        e = copy.deepcopy(est).partial_fit_new_users(new_x, lab[:10], loss=loss)
         assert e.new_user_trainable_ == 3 * 2
         for k, v in before.items():
             assert torch.equal(v, e.head_.state_dict()[k]), f"{k} changed"
         fits[loss] = e.head_.users.blocks[1].detach().clone()
     assert not torch.equal(fits["hinge"], fits["ce"])
     with pytest.raises(ValueError, match="loss must be"):
-        est.partial_fit_new_users(x[:2], x[:2], y[:2], lab[:2], ["n9", "n9"], loss="mse")
+        est.partial_fit_new_users(new_x[:2], lab[:2], loss="mse")
     with pytest.raises(ValueError, match="new_user_loss"):
         PALConfig(new_user_loss="mse")
     # new_user_loss="ce" in the config is what loss="auto" picks.
-    e = copy.deepcopy(est)
-    e.config = est.config.replace(new_user_loss="ce")
-    e.head_.config = e.config
-    e.partial_fit_new_users(x[:10], x[:10], y[:10], lab[:10], ["n0", "n1"] * 5)
+    e = copy.deepcopy(est).set_params(new_user_loss="ce")  # read at partial_fit, no refit needed
+    e.partial_fit_new_users(new_x, lab[:10])
     assert torch.equal(e.head_.users.blocks[1], fits["ce"])

@@ -36,7 +36,7 @@ from .model import (
     pool_mean,
     preference_loss,
 )
-from .train import PALEstimator, PALTrainer
+from .train import PALEstimator, PALTrainer, comparison_accuracy_scorer, comparison_matrix
 from .worlds import (
     IdealPointWorld,
     SummaryLengthWorld,
@@ -71,6 +71,8 @@ __all__ = [
     "TextEncoder",
     "UnconstrainedIdealPoint",
     "UserRegistry",
+    "comparison_accuracy_scorer",
+    "comparison_matrix",
     "cumulative_weights",
     "default_cache_dir",
     "embed_comparisons",

@@ -1,12 +1,14 @@
 """Claim check of PAL: personalised reward models beat a homogeneous one and adapt to new users
 from a handful of comparisons with far fewer parameters.
 
-Check 1 (numeric ideal-point world, PAL-A, stated against the true-model oracle, with w* recovery
-by Hungarian matching) and Check 2 (summary-length text world, PAL-B over a frozen hashed n-gram
-encoder) run in every seed, plus a small summary-length world embedded by the packaged MiniLM
-(cached on disk, reported only); negative controls: a null world with one group, new users left
-at uniform weights (their K weights not fitted), learned weights scored against other users' w*,
-and shuffled user ids.
+Check 1 (numeric ideal-point world, PAL-A, stated against the true-model oracle: the drop from
+seen users to new users fitted from 5 comparisons against the oracle's own drop, and w* recovery
+by Hungarian matching with the map whose structure the world has) and Check 2 (summary-length
+text world, PAL-B over a frozen hashed n-gram encoder) run in every seed, plus a small
+summary-length world embedded by the packaged MiniLM (cached on disk, reported only). Ceilings and
+convergence (a validation curve per trained arm) come first; negative controls: a null world with
+one group, new users left at uniform weights (their K weights not fitted), learned weights scored
+against other users' w*, and shuffled user ids.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import numpy as np
 
 # Loaded at import, before the claim's thread limits apply, so its OpenMP pool is limited too.
 import sklearn.linear_model  # noqa: F401
-import torch
 
 from iclr25._core.claims import (
     Budget,
@@ -33,6 +34,7 @@ from iclr25._core.claims import (
     ratio,
     value,
 )
+from iclr25._core.convergence import converged, read_curve
 from iclr25.methods.pal import (
     CachedEncoder,
     ClaimConfig,
@@ -47,6 +49,7 @@ from iclr25.methods.pal import (
     PerUserLogistic,
     SummaryLengthWorld,
     UnconstrainedIdealPoint,
+    comparison_matrix,
     default_cache_dir,
     embed_comparisons,
     first_n_per_user,
@@ -63,8 +66,14 @@ def _acc(pred: np.ndarray, d: EmbeddedComparisons) -> float:
     return float((np.asarray(pred) == d.label.numpy()).mean())
 
 
+def _X(d: EmbeddedComparisons) -> np.ndarray:
+    """The estimator's ``X``: user id, then [prompt |] left | right embeddings per row."""
+    prompt = None if d.prompt is None else d.prompt.numpy()
+    return comparison_matrix(d.user_id, d.left.numpy(), d.right.numpy(), prompt)
+
+
 def _pal_acc(est: PALEstimator, d: EmbeddedComparisons) -> float:
-    return _acc(est.predict(d.prompt, d.left, d.right, d.user_id), d)
+    return est.score(_X(d), d.label.numpy())
 
 
 def _named(progress: ProgressFn, stage: str) -> ProgressFn:
@@ -105,12 +114,6 @@ def _fit_unconstrained(
     ).fit(tr.left, tr.right, tr.label, tr.user_id, progress=progress)
 
 
-def _weights(est: PALEstimator, ids: list[str]) -> np.ndarray:
-    """The learned simplex weights of ``ids``. Shape: (len(ids), K)."""
-    with torch.no_grad():
-        return est.head_.users(ids).cpu().numpy()
-
-
 def _check1(
     cfg: ClaimConfig,
     seed: int,
@@ -119,7 +122,7 @@ def _check1(
     progress: ProgressFn = no_progress,
 ) -> None:
     """Numeric ideal-point world: PAL-A vs homogeneous, unconstrained, per-user LR, the true-model
-    oracle and the f(P)w map; w* recovery; controls."""
+    oracle and the f(P)w map; drops from seen to new users; w* recovery; controls."""
     shots = sorted(cfg.ip_shots)
 
     def world(groups: int | None):
@@ -129,7 +132,7 @@ def _check1(
             train_per_user=cfg.ip_train_per_user,
             test_per_user=cfg.ip_test_per_user, unseen_train=max(shots), unseen_test=cfg.ip_unseen_test,
             bayes=cfg.ip_bayes, n_groups=groups, proto_scale=cfg.ip_proto_scale,
-            seed=seed,
+            val_per_user=cfg.ip_test_per_user if groups is None else 0, seed=seed,
         )  # fmt: skip
 
     pal_cfg = PALConfig(
@@ -139,11 +142,12 @@ def _check1(
         new_user_lr=0.05, new_user_steps=cfg.new_user_steps, seed=seed,
     )  # fmt: skip
     w = world(None)
+    assert w.seen_val is not None
     emb = {
         k: embed_comparisons(getattr(w, k), w.encoder, joint=True)
-        for k in ("seen_train", "seen_test", "unseen_test")
+        for k in ("seen_train", "seen_val", "seen_test", "unseen_test")
     }
-    tr, te, ute = emb["seen_train"], emb["seen_test"], emb["unseen_test"]
+    tr, val, te, ute = emb["seen_train"], emb["seen_val"], emb["seen_test"], emb["unseen_test"]
     few = {n: first_n_per_user(w.unseen_train, n) for n in shots}
     shot = {n: embed_comparisons(few[n], w.encoder, joint=True) for n in shots}
     m["world"]["ip_bayes"] = w.bayes_accuracy
@@ -159,46 +163,63 @@ def _check1(
     for n in shots:
         m["oracle"][f"ip_unseen_n{n}"] = w.true_model_accuracy(w.unseen_test, w.fit_true_weights(few[n]))
         curves["oracle"].append(m["oracle"][f"ip_unseen_n{n}"])
+    k_true = w.prototypes.shape[0]
+    uniform = {u: np.full(k_true, 1.0 / k_true) for u in unseen_ids}
+    m["oracle"]["ip_unseen_uniform"] = w.true_model_accuracy(w.unseen_test, uniform)
+    # The true model's own w* recovery from the seen users' training comparisons (the ceiling
+    # of the recovery gate: how well 80 comparisons pin w down when everything else is known).
+    fitted_seen = w.fit_true_weights(w.seen_train)
+    m["oracle"]["ip_w_mae"] = weight_recovery_error(np.stack([fitted_seen[u] for u in seen_ids]), w.w_seen)[0]
 
-    def fit_pal(k: int, data: EmbeddedComparisons, stage: str, user_map: str = "f(Pw)") -> PALEstimator:
-        return PALEstimator(pal_cfg.replace(k=k, user_map=user_map), random_state=seed).fit(
-            None, data.left, data.right, data.label, data.user_id, progress=_named(progress, stage)
-        )
+    val_curves: dict[str, list[float]] = {}
+
+    def fit_pal(
+        k: int, data: EmbeddedComparisons, stage: str, user_map: str = "f(Pw)", eval_on: bool = True
+    ) -> PALEstimator:
+        est = PALEstimator.from_config(pal_cfg.replace(k=k, user_map=user_map), random_state=seed)
+        return est.fit(
+            _X(data), data.label.numpy(), eval_set=(_X(val), val.label.numpy()) if eval_on else None,
+            progress=_named(progress, stage),
+        )  # fmt: skip
 
     arms = (("pal", cfg.ip_k, "f(Pw)"), ("homogeneous", 1, "f(Pw)"), ("pal_fpw", cfg.ip_k, "f(P)w"))
     for arm, k, user_map in arms:
         est = fit_pal(k, tr, f"ideal-point world: {arm} (K={k}, {user_map})", user_map)
         m[arm]["ip_seen"] = _pal_acc(est, te)
+        # Convergence of the seen-user fit: validation accuracy after every epoch (read only).
+        reading = read_curve(range(1, len(est.validation_curve_) + 1), est.validation_curve_)
+        m[arm].update(reading.metrics("ip_val_"))
+        val_curves[arm] = list(est.validation_curve_)
         losses = ("hinge", "ce") if arm == "pal" else ("hinge",)
         for loss in losses:
             name = arm if loss == "hinge" else "pal_ce"
             curves[name] = []
             for n in shots:
                 d = shot[n]
-                fitted = copy.deepcopy(est).partial_fit_new_users(
-                    None, d.left, d.right, d.label, d.user_id, loss=loss
-                )
+                fitted = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy(), loss=loss)
                 m[name][f"ip_unseen_n{n}"] = _pal_acc(fitted, ute)
                 curves[name].append(m[name][f"ip_unseen_n{n}"])
                 if loss == "hinge" and k > 1 and n == max(shots):
                     m[arm][f"ip_w_mae_unseen_n{n}"] = weight_recovery_error(
-                        _weights(fitted, unseen_ids), w.w_unseen
+                        fitted.user_weights(unseen_ids), w.w_unseen
                     )[0]
+        # The drop from seen users to new users fitted from 5 comparisons (the oracle's below).
+        m[arm]["ip_drop_n5"] = m[arm]["ip_seen"] - m[arm]["ip_unseen_n5"]
         if k > 1:
             # w* recovery on the seen users, prototypes matched by the Hungarian algorithm.
-            learned = _weights(est, seen_ids)
+            learned = est.user_weights(seen_ids)
             m[arm]["ip_w_mae"] = weight_recovery_error(learned, w.w_seen)[0]
-            if arm == "pal":
+            if arm == "pal_fpw":
                 # Control: the same learned weights scored against the w* of other users.
                 perm = np.random.default_rng([seed, 606]).permutation(cfg.ip_n_seen)
                 m["shuffled_users"]["ip_w_mae"] = weight_recovery_error(learned, w.w_seen[perm])[0]
         if arm == "pal":
             d = shot[shots[0]]
-            uni = copy.deepcopy(est).partial_fit_new_users(
-                None, d.left, d.right, d.label, d.user_id, steps=0, init="uniform"
-            )
+            uni = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy(), steps=0, init="uniform")
             m["uniform_w"]["ip_unseen"] = _pal_acc(uni, ute)  # no comparisons used: one value for all n
+            m["uniform_w"]["ip_drop"] = m["pal"]["ip_seen"] - m["uniform_w"]["ip_unseen"]
             curves["uniform_w"] = [m["uniform_w"]["ip_unseen"]] * len(shots)
+    m["oracle"]["ip_drop_n5"] = m["oracle"]["ip_seen"] - m["oracle"]["ip_unseen_n5"]
 
     unc = _fit_unconstrained(
         cfg, seed, tr, "A", cfg.ip_d_item, cfg.ip_d_pref, cfg.ip_epochs,
@@ -221,8 +242,10 @@ def _check1(
     nw = world(1)
     ntr = embed_comparisons(nw.seen_train, nw.encoder, joint=True)
     nte = embed_comparisons(nw.seen_test, nw.encoder, joint=True)
-    m["null_world"]["pal_seen"] = _pal_acc(fit_pal(cfg.ip_k, ntr, "null world: pal"), nte)
-    m["null_world"]["homogeneous_seen"] = _pal_acc(fit_pal(1, ntr, "null world: homogeneous"), nte)
+    m["null_world"]["pal_seen"] = _pal_acc(fit_pal(cfg.ip_k, ntr, "null world: pal", eval_on=False), nte)
+    m["null_world"]["homogeneous_seen"] = _pal_acc(
+        fit_pal(1, ntr, "null world: homogeneous", eval_on=False), nte
+    )
     series["unseen_ideal_point"] = Series(
         title="Ideal-point world: unseen users vs training comparisons",
         xlabel="comparisons per unseen user", ylabel="test accuracy", x=[float(n) for n in shots],
@@ -230,6 +253,12 @@ def _check1(
                "PAL-A, new users by CE": curves["pal_ce"], "PAL-A (K=3, f(P)w)": curves["pal_fpw"],
                "homogeneous (K=1)": curves["homogeneous"], "unconstrained a_i": curves["unconstrained"],
                "per-user LR": curves["per_user_lr"], "uniform w (control)": curves["uniform_w"]},
+    )  # fmt: skip
+    series["seen_fit_ideal_point"] = Series(
+        title="Ideal-point world: seen-user validation accuracy per epoch",
+        xlabel="epoch", ylabel="validation accuracy", x=[float(e + 1) for e in range(len(val_curves["pal"]))],
+        lines={"PAL-A (K=3, f(Pw))": val_curves["pal"], "homogeneous (K=1)": val_curves["homogeneous"],
+               "PAL-A (K=3, f(P)w)": val_curves["pal_fpw"]},
     )  # fmt: skip
 
 
@@ -254,12 +283,14 @@ def _check2(
     w = make_summary_length_world(
         n_posts=cfg.txt_n_posts, n_seen=cfg.txt_n_seen, n_minority=round(0.3 * cfg.txt_n_seen),
         train_per_user=cfg.txt_train_per_user, test_per_user=cfg.txt_test_per_user, n_unseen=cfg.txt_n_unseen,
-        unseen_train=max(shots), noise=cfg.txt_noise, seed=seed,
+        unseen_train=max(shots), noise=cfg.txt_noise, val_per_user=cfg.txt_test_per_user, seed=seed,
     )  # fmt: skip
+    assert w.seen_val is not None
     enc = HashedNgramEncoder(dim=cfg.txt_dim)
     m["world"]["txt_length_probe"] = length_probe_accuracy(enc, w, seed=seed)
     tr = embed_comparisons(w.seen_train, enc, joint=False)
     te = embed_comparisons(w.seen_test, enc, joint=False)
+    val = embed_comparisons(w.seen_val, enc, joint=False)
     ute = embed_comparisons(w.unseen_test, enc, joint=False)
     shot = {n: embed_comparisons(first_n_per_user(w.unseen_train, n), enc, joint=False) for n in shots}
     base = PALConfig.cpu_default().replace(
@@ -273,19 +304,24 @@ def _check2(
         seed=seed,
     )
 
-    def fit(k: int, data: EmbeddedComparisons, stage: str) -> PALEstimator:
-        return PALEstimator(base.replace(k=k), random_state=seed).fit(
-            data.prompt, data.left, data.right, data.label, data.user_id, progress=_named(progress, stage)
-        )
+    def fit(k: int, data: EmbeddedComparisons, stage: str, eval_on: bool = True) -> PALEstimator:
+        return PALEstimator.from_config(base.replace(k=k), random_state=seed).fit(
+            _X(data), data.label.numpy(), eval_set=(_X(val), val.label.numpy()) if eval_on else None,
+            progress=_named(progress, stage),
+        )  # fmt: skip
 
     curves: dict[str, list[float]] = {}
+    val_curves: dict[str, list[float]] = {}
     for arm, k in (("pal", 2), ("homogeneous", 1)):
         est = fit(k, tr, f"text world: {arm} (K={k})")
         m[arm]["txt_seen"] = _pal_acc(est, te)
+        reading = read_curve(range(1, len(est.validation_curve_) + 1), est.validation_curve_)
+        m[arm].update(reading.metrics("txt_val_"))
+        val_curves[arm] = list(est.validation_curve_)
         curves[arm] = []
         for n in shots:
             d = shot[n]
-            f = copy.deepcopy(est).partial_fit_new_users(d.prompt, d.left, d.right, d.label, d.user_id)
+            f = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy())
             m[arm][f"txt_unseen_n{n}"] = _pal_acc(f, ute)
             curves[arm].append(m[arm][f"txt_unseen_n{n}"])
             if arm == "pal":
@@ -293,9 +329,7 @@ def _check2(
         if arm == "pal":
             m["pal"]["txt_params"] = float(est.trainable_parameter_count())
             d = shot[max(shots)]
-            uni = copy.deepcopy(est).partial_fit_new_users(
-                d.prompt, d.left, d.right, d.label, d.user_id, steps=0, init="uniform"
-            )
+            uni = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy(), steps=0, init="uniform")
             m["uniform_w"]["txt_unseen_n10"] = _pal_acc(uni, ute)
 
     lr = PerUserLogistic().fit(tr.left, tr.right, tr.label, tr.user_id)
@@ -338,12 +372,17 @@ def _check2(
     # Negative control 3: shuffled user ids (the per-user signal is destroyed).
     perm = np.random.default_rng([seed, 404]).permutation(len(tr))
     shuffled = EmbeddedComparisons([tr.user_id[i] for i in perm], tr.prompt, tr.left, tr.right, tr.label)
-    m["shuffled_ids"]["txt_seen"] = _pal_acc(fit(2, shuffled, "text world: shuffled ids"), te)
+    m["shuffled_ids"]["txt_seen"] = _pal_acc(fit(2, shuffled, "text world: shuffled ids", eval_on=False), te)
     series["unseen_summary_length"] = Series(
         title="Summary-length world: unseen users vs training comparisons",
         xlabel="comparisons per unseen user", ylabel="test accuracy", x=[float(n) for n in shots],
         lines={"PAL-B (K=2)": curves["pal"], "homogeneous (K=1)": curves["homogeneous"],
                "per-user LR": curves["per_user_lr"]},
+    )  # fmt: skip
+    series["seen_fit_summary_length"] = Series(
+        title="Summary-length world: seen-user validation accuracy per epoch",
+        xlabel="epoch", ylabel="validation accuracy", x=[float(e + 1) for e in range(len(val_curves["pal"]))],
+        lines={"PAL-B (K=2)": val_curves["pal"], "homogeneous (K=1)": val_curves["homogeneous"]},
     )  # fmt: skip
 
 
@@ -404,12 +443,11 @@ def _check_minilm(
         seed=seed,
     )  # fmt: skip
     for name, k in (("pal", 2), ("homogeneous", 1)):
-        est = PALEstimator(base_cfg.replace(k=k), random_state=seed).fit(
-            tr.prompt, tr.left, tr.right, tr.label, tr.user_id,
-            progress=_named(progress, f"text world on MiniLM: {name} (K={k})"),
-        )  # fmt: skip
+        est = PALEstimator.from_config(base_cfg.replace(k=k), random_state=seed).fit(
+            _X(tr), tr.label.numpy(), progress=_named(progress, f"text world on MiniLM: {name} (K={k})")
+        )
         m["minilm"][f"{name}_seen"] = _pal_acc(est, te)
-        est.partial_fit_new_users(d.prompt, d.left, d.right, d.label, d.user_id)
+        est.partial_fit_new_users(_X(d), d.label.numpy())
         m["minilm"][f"{name}_unseen_n10"] = _pal_acc(est, ute)
         if name == "pal":
             m["minilm"]["pal_params"] = float(est.trainable_parameter_count())
@@ -516,6 +554,80 @@ CLAIM = Claim(
                 "comes within ip_unseen_n20_near_seen's 0.05 of its seen-user accuracy."
             ),
         ),
+        diff(
+            "oracle.ip_unseen_n5",
+            "oracle.ip_unseen_uniform",
+            ">=",
+            0.03,
+            name="ip_ceiling_few_shot_signal",
+            precondition=True,
+            explain=(
+                "Precondition (ceiling of ip_drop_n5): the true model with w fitted from 5 comparisons "
+                "beats the true model with uniform w by at least the drop gate's 0.03 tolerance, so 5 "
+                "comparisons carry more information than that tolerance can hide."
+            ),
+        ),
+        value(
+            "oracle.ip_w_mae",
+            "<=",
+            0.15,
+            name="ip_ceiling_w_recovery",
+            precondition=True,
+            explain=(
+                "Precondition (ceiling of ip_w_recovery): the true model, fitting only each seen user's w "
+                "from the same training comparisons, recovers w* within 0.15."
+            ),
+        ),
+        converged(
+            "pal",
+            0.02,
+            metric="ip_val_plateau_gap",
+            name="ip_pal_converged",
+            explain=(
+                "Precondition (convergence): PAL-A's seen-user validation accuracy moved at most 0.02 over "
+                "the last fifth of its epochs (validation split of the seen users, read only)."
+            ),
+        ),
+        converged(
+            "pal_fpw",
+            0.02,
+            metric="ip_val_plateau_gap",
+            name="ip_pal_fpw_converged",
+            explain=(
+                "Precondition (convergence): PAL-A with the f(P)w map moved at most 0.02 in seen-user "
+                "validation accuracy over the last fifth of its epochs."
+            ),
+        ),
+        converged(
+            "homogeneous",
+            0.02,
+            metric="ip_val_plateau_gap",
+            name="ip_homogeneous_converged",
+            explain=(
+                "Precondition (convergence): the shared model (K = 1) moved at most 0.02 in seen-user "
+                "validation accuracy over the last fifth of its epochs in the ideal-point world."
+            ),
+        ),
+        converged(
+            "pal",
+            0.02,
+            metric="txt_val_plateau_gap",
+            name="txt_pal_converged",
+            explain=(
+                "Precondition (convergence): PAL-B's seen-user validation accuracy in the text world moved "
+                "at most 0.02 between its last epochs."
+            ),
+        ),
+        converged(
+            "homogeneous",
+            0.02,
+            metric="txt_val_plateau_gap",
+            name="txt_homogeneous_converged",
+            explain=(
+                "Precondition (convergence): the shared model's seen-user validation accuracy in the text "
+                "world moved at most 0.02 between its last epochs."
+            ),
+        ),
         value(
             "group_oracle.txt_seen",
             ">=",
@@ -564,15 +676,16 @@ CLAIM = Claim(
             ),
         ),
         diff(
-            "pal.ip_unseen_n5",
-            "oracle.ip_unseen_n5",
-            ">=",
-            -0.07,
-            name="ip_unseen_vs_oracle",
-            falsifier="ctrl_uniform_w_vs_oracle",
+            "pal.ip_drop_n5",
+            "oracle.ip_drop_n5",
+            "<=",
+            0.03,
+            name="ip_drop_n5",
+            falsifier="ctrl_uniform_w_drop",
             explain=(
-                "Fitted from 5 comparisons each, new users are predicted within 0.07 of the true model "
-                "whose only unknown is each user's w, fitted from the same 5 comparisons."
+                "PAL-A loses at most 0.03 more accuracy from seen users to new users fitted from 5 "
+                "comparisons each than the true model loses from its true w* to w fitted from the same 5 "
+                "comparisons (sample efficiency for new users, measured against the world's own drop)."
             ),
         ),
         diff(
@@ -588,15 +701,16 @@ CLAIM = Claim(
             ),
         ),
         value(
-            "pal.ip_w_mae",
+            "pal_fpw.ip_w_mae",
             "<=",
             0.15,
             name="ip_w_recovery",
             falsifier="ctrl_shuffled_users",
             explain=(
-                "PAL-A's learned seen-user weights are within 0.15 of the true w* on average once its "
-                "prototypes are matched to the true ones (Hungarian matching); random pairs of "
-                "Dirichlet(0.3) users are 0.34 apart."
+                "With the map that matches the world (f(P)w: prototypes projected, then mixed, as the "
+                "world mixes after f*), PAL-A's learned seen-user weights are within 0.15 of the true w* "
+                "on average once its prototypes are matched to the true ones (Hungarian matching); random "
+                "pairs of Dirichlet(0.3) users are 0.34 apart."
             ),
         ),
         fails(
@@ -614,14 +728,14 @@ CLAIM = Claim(
         ),
         fails(
             diff(
-                "uniform_w.ip_unseen",
-                "oracle.ip_unseen_n5",
-                ">=",
-                -0.07,
-                name="ctrl_uniform_w_vs_oracle",
+                "uniform_w.ip_drop",
+                "oracle.ip_drop_n5",
+                "<=",
+                0.03,
+                name="ctrl_uniform_w_drop",
                 explain=(
-                    "New users left at uniform prototype weights (their K weights never fitted) must "
-                    "fall more than 0.07 below the true-model oracle fitted from 5 comparisons."
+                    "New users left at uniform prototype weights (their K weights never fitted) must lose "
+                    "more than 0.03 beyond the true model's drop from seen users to 5 comparisons."
                 ),
             )
         ),
@@ -645,10 +759,35 @@ CLAIM = Claim(
                 0.15,
                 name="ctrl_shuffled_users",
                 explain=(
-                    "The same learned weights scored against the w* of randomly permuted users must "
-                    "miss the 0.15 recovery bar."
+                    "The same learned weights (f(P)w map) scored against the w* of randomly permuted "
+                    "users must miss the 0.15 recovery bar."
                 ),
             )
+        ),
+        diff(
+            "pal.ip_unseen_n5",
+            "oracle.ip_unseen_n5",
+            ">=",
+            -0.07,
+            name="ip_unseen_vs_oracle",
+            gating=False,
+            explain=(
+                "Fitted from 5 comparisons each, new users are predicted within 0.07 of the true model "
+                "with w fitted from the same 5 comparisons (reported only, an earlier gate: most of this "
+                "gap is already there on seen users, next row; ip_drop_n5 gates the part due to new users)."
+            ),
+        ),
+        diff(
+            "pal.ip_seen",
+            "oracle.ip_seen",
+            ">=",
+            -0.05,
+            name="ip_seen_vs_oracle",
+            gating=False,
+            explain=(
+                "PAL-A's seen-user deficit: its seen accuracy against the true model with the true w* "
+                "(reported only, beside the n = 5 gap above)."
+            ),
         ),
         diff(
             "pal.ip_unseen_n5",
@@ -702,15 +841,6 @@ CLAIM = Claim(
             ),
         ),
         diff(
-            "pal.ip_seen",
-            "oracle.ip_seen",
-            ">=",
-            -0.05,
-            name="ip_seen_vs_oracle",
-            gating=False,
-            explain="PAL-A's seen-user accuracy against the true model with the true w* (reported only).",
-        ),
-        diff(
             "pal_ce.ip_unseen_n5",
             "pal.ip_unseen_n5",
             ">=",
@@ -742,13 +872,25 @@ CLAIM = Claim(
                 "The f(P)w map on new users from 5 comparisons against the true-model oracle (reported only)."
             ),
         ),
+        diff(
+            "pal_fpw.ip_drop_n5",
+            "oracle.ip_drop_n5",
+            "<=",
+            0.03,
+            name="fpw_drop_n5",
+            gating=False,
+            explain="The drop rule of ip_drop_n5 for the f(P)w map (reported only).",
+        ),
         value(
-            "pal_fpw.ip_w_mae",
+            "pal.ip_w_mae",
             "<=",
             0.15,
-            name="fpw_w_recovery",
+            name="default_map_w_recovery",
             gating=False,
-            explain="w* recovery of the f(P)w map after Hungarian matching (reported only).",
+            explain=(
+                "w* recovery of the default f(Pw) map, which mixes before the projector while the world "
+                "mixes after f*, so its weights are a warped w* (reported only)."
+            ),
         ),
         value(
             "world.txt_length_probe",
@@ -973,9 +1115,14 @@ CLAIM = Claim(
         "Text world: 400 comparisons per seen user, 4 epochs at batch 64 with lrs 1e-3 / 5e-2 for PAL-B, "
         "K = 1, the shuffled-ids control and the unconstrained arm alike (paper: 1 epoch, batch 4, "
         "1e-4 / 5e-3); the earlier 100 comparisons, 30 epochs at batch 256 let PAL-B memorise posts.",
-        "The ideal-point few-shot gates are stated against oracles: PAL at n = 5 within 0.07 of the true "
-        "model with w fitted from the same comparisons, and PAL at n = 20 within 0.05 of its seen accuracy; "
-        "the earlier +0.10-over-unconstrained and n = 5-near-seen rules are reported only.",
+        "The ideal-point few-shot gates are stated against the true-model oracle: PAL-A's drop from seen "
+        "users to new users fitted from 5 comparisons is at most 0.03 more than the oracle's drop from its "
+        "true w* to w fitted from the same comparisons, and PAL at n = 20 is within 0.05 of its seen "
+        "accuracy; the absolute n = 5 gap to the oracle (with the seen-user deficit beside it), the "
+        "+0.10-over-unconstrained and n = 5-near-seen rules are reported only.",
+        "w* recovery is gated with the f(P)w map, the one whose structure the world has (it mixes the "
+        "prototypes after the hidden map f*, as the spec builds it); the default f(Pw) map's recovery, "
+        "against a world it does not match, is reported.",
         "The unseen-user ratio is gated against the shared model (K = 1), which cannot personalise; per-user "
         "logistic regression at n = 10 is reported only, since length is one linear direction of hashed "
         "n-gram counts and even a group oracle is only about 1.1 times it.",
@@ -986,9 +1133,7 @@ CLAIM = Claim(
         "RewardTrainer baseline.",
     ),
     unchecked=(
-        "the seen-user fit of each PAL arm has plateaued: only its training loss per epoch is kept, "
-        "no validation curve",
-        "w* is recoverable with the gated f(Pw) map: the world mixes prototypes after f* (the f(P)w "
-        "structure), and no true-model recovery is measured against ip_w_recovery's bar",
+        "the large MLP reward model's seen-user fit has plateaued (similar_accuracy_to_large reads it): "
+        "it trains a fixed 15 epochs and keeps no validation curve",
     ),
 )

@@ -9,23 +9,24 @@ Alignment* (Chen, Chen, Rege, Wang, Vinayak; ICLR 2025; arXiv:2406.08469):
   with ``requires_grad_(False)`` and fit only the new rows of W with AdamW. The paper's
   sample-complexity argument rests on this: K numbers per user instead of d.
 
-:class:`PALEstimator` is an estimator on precomputed embeddings (``get_params``/``set_params``
-and ``sklearn.base.clone`` from scikit-learn's ``BaseEstimator``; its ``fit`` takes comparison
-arrays, not ``(X, y)``, so it is not a drop-in for scikit-learn pipelines or cross-validation);
+:class:`PALEstimator` is a scikit-learn classifier of comparisons on precomputed embeddings:
+``fit(X, y)`` with one comparison per row of ``X`` (user id, then embeddings; see
+:func:`comparison_matrix`), flat hyper-parameters, so ``clone``, ``set_params`` and
+``GridSearchCV`` work;
 :class:`PALTrainer` trains a :class:`~iclr25.methods.pal.PALRewardModel` from text comparisons or
 TRL-style ``prompt``/``chosen``/``rejected`` records with a ``user_id``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
-from torch import nn
+from torch import Tensor, nn
 
 from iclr25._core.claims import ProgressFn
 
@@ -33,7 +34,13 @@ from .config import PALConfig
 from .data import Comparisons, EmbeddedComparisons, check_finite, embed_comparisons, from_records
 from .model import PALHead, PALRewardModel, preference_loss
 
-__all__ = ["PALEstimator", "PALTrainer", "as_tensor_inputs"]
+__all__ = [
+    "PALEstimator",
+    "PALTrainer",
+    "as_tensor_inputs",
+    "comparison_accuracy_scorer",
+    "comparison_matrix",
+]
 
 
 def as_tensor_inputs(
@@ -95,10 +102,12 @@ def _train_seen(
     generator: torch.Generator,
     device: torch.device,
     progress: ProgressFn | None = None,
+    on_epoch: Callable[[], None] | None = None,
 ) -> list[float]:
     """Minibatch training of all head parameters on seen users' comparisons. Returns epoch losses.
 
-    ``progress("training", epoch, epochs)`` is called after every epoch when given.
+    ``progress("training", epoch, epochs)`` and ``on_epoch()`` are called after every epoch when
+    given (``on_epoch`` may evaluate the head; the training mode is restored around it).
     """
     opt = torch.optim.AdamW(_param_groups(head, config))
     head.train()
@@ -121,6 +130,8 @@ def _train_seen(
             opt.step()
             total += loss.detach() * len(ix)
         losses.append(float(total) / n)
+        if on_epoch is not None:
+            on_epoch()
         if progress is not None:
             progress("training", len(losses), config.epochs)
     head.eval()
@@ -193,86 +204,256 @@ def _fit_new_users(
     return count
 
 
-class PALEstimator(BaseEstimator):
-    """PAL on precomputed embeddings, as an estimator.
+def comparison_matrix(
+    user_ids: Sequence[Any], left_emb: Any, right_emb: Any, prompt_emb: Any | None = None
+) -> np.ndarray:
+    """Stack comparisons into the 2-D ``X`` that :class:`PALEstimator` takes.
 
-    It follows scikit-learn's estimator conventions where they fit comparisons: ``__init__`` only
-    stores its arguments, ``get_params``/``set_params`` and ``sklearn.base.clone`` work, ``fit``
-    returns ``self``, learned state ends in ``_``, randomness comes from ``random_state``, and an
-    unfitted estimator raises ``sklearn.exceptions.NotFittedError``. Unlike a scikit-learn
-    estimator, ``fit`` takes five arrays (prompt, left and right embeddings, labels, user ids)
-    rather than ``(X, y)``, so it does not plug into pipelines or ``cross_val_score``. For text
-    and TRL-style ``prompt``/``chosen``/``rejected`` records use :class:`PALTrainer`.
+    Column 0 holds the user id; the remaining columns hold the embeddings: ``[left | right]``
+    for PAL-A (items embed prompt + response jointly) or ``[prompt | left | right]`` for PAL-B.
+    The array has dtype ``object`` so that string ids survive; rows can be indexed and split
+    like any array (``GridSearchCV``, ``train_test_split``).
 
     Args:
-        config: the model config (``variant``, ``k``, ``d_in`` ...).
+        user_ids: one id per comparison (strings or integers).
+        left_emb, right_emb: item embeddings. Shape: (n, d).
+        prompt_emb: prompt embeddings for PAL-B, or None. Shape: (n, d).
+
+    Returns:
+        ``X``. Shape: (n, 1 + 2 d) or (n, 1 + 3 d).
+
+    Raises:
+        ValueError: the parts disagree in rows or dimension.
+
+    Example:
+        >>> comparison_matrix(["a", "b"], np.zeros((2, 3)), np.ones((2, 3))).shape
+        (2, 7)
+    """
+    parts = [np.asarray(p, dtype=np.float64) for p in (prompt_emb, left_emb, right_emb) if p is not None]
+    ids = np.asarray(list(user_ids), dtype=object)
+    for p in parts:
+        if p.ndim != 2 or p.shape != parts[-1].shape:
+            raise ValueError(f"embeddings must share one 2-D shape (n, d), got {[q.shape for q in parts]}")
+    if len(ids) != parts[-1].shape[0]:
+        raise ValueError(f"{len(ids)} user ids for {parts[-1].shape[0]} comparisons")
+    x = np.empty((len(ids), 1 + sum(p.shape[1] for p in parts)), dtype=object)
+    x[:, 0] = ids
+    x[:, 1:] = np.concatenate(parts, axis=1)  # (n, 2d) or (n, 3d)
+    return x
+
+
+def _user_id(u: Any) -> str:
+    """A user id as the registry stores it: integer-valued numbers lose their ``.0``."""
+    if isinstance(u, (float, np.floating)) and float(u).is_integer():
+        return str(int(u))
+    return str(u)
+
+
+def comparison_accuracy_scorer(estimator: PALEstimator, X: Any, y: Any) -> float:
+    """Scorer (``scoring=`` of ``GridSearchCV`` / ``cross_val_score``): share of comparisons whose
+    preferred side the estimator predicts.
+
+    Args:
+        estimator: a fitted :class:`PALEstimator`.
+        X: comparisons as built by :func:`comparison_matrix`.
+        y: labels, 0 = left preferred, 1 = right preferred.
+
+    Returns:
+        Accuracy in [0, 1].
+    """
+    return float((estimator.predict(X) == np.asarray(y)).mean())
+
+
+class PALEstimator(ClassifierMixin, BaseEstimator):
+    """PAL on precomputed embeddings, as a scikit-learn classifier of comparisons.
+
+    ``X`` holds one comparison per row: column 0 the user id, then the embeddings, ``[left |
+    right]`` for PAL-A or ``[prompt | left | right]`` for PAL-B (build it with
+    :func:`comparison_matrix`); ``y`` is 0 when the left item is preferred and 1 when the right
+    one is. Every hyper-parameter is a constructor argument with the paper's default, so
+    ``clone``, ``set_params(k=3)`` and ``GridSearchCV`` work; the embedding dimension ``d_in`` is
+    read from ``X``. ``score`` is comparison accuracy (also :func:`comparison_accuracy_scorer`).
+    For text and TRL-style ``prompt``/``chosen``/``rejected`` records use :class:`PALTrainer`.
+
+    Args:
+        variant: "A" (ideal points, distance + hinge) or "B" (prompt-conditioned, cosine + CE).
+        k: K, the number of shared prototypes (K = 1 is one Bradley-Terry model for everybody).
+        d_pref: dimension of the preference space.
+        projector: projector spec ``mlpL-act-dropoutP[-residual]`` for f and g_k.
+        user_map: PAL-A map from weights and prototypes to the ideal point.
+        loss: "auto" (hinge for A, CE for B), "hinge" or "ce".
+        mixing: "softmax" or "gumbel" user weights.
+        tau: softmax temperature of the user weights.
+        partition: one-hot argmax weights at evaluation.
+        logit_scale_init, logit_scale_max: PAL-B reward scale t0 and the clamp of exp(t).
+        lr_projector, weight_decay, lr_user, lr_logit_scale: Adam groups (f and g_k; P and W; t).
+        epochs, batch_size: seen-user training.
+        new_user_lr, new_user_steps, new_user_loss: fitting new users' W only.
         random_state: seed of init, batch order and new-user init.
         device: where tensors live (the caller chooses).
 
     Attributes:
+        config_: the :class:`PALConfig` built from the arguments and ``X``.
         head_: the fitted :class:`PALHead`.
+        classes_: ``[0, 1]``.
+        n_features_in_: columns of ``X``.
         loss_curve_: mean training loss per epoch.
+        validation_curve_: accuracy on ``eval_set`` after every epoch (empty without one).
         new_user_trainable_: trainable parameter count during the last new-user fit.
 
     Example:
-        >>> import numpy as np
         >>> rng = np.random.default_rng(0)
         >>> x, y = rng.normal(size=(40, 4)), rng.normal(size=(40, 4))
+        >>> X = comparison_matrix(["u"] * 40, x, y)
         >>> lab = (x[:, 0] < y[:, 0]).astype(int)
-        >>> cfg = PALConfig(variant="A", k=1, d_in=4, d_pref=4, epochs=2, batch_size=8)
-        >>> est = PALEstimator(cfg).fit(None, x, y, lab, ["u"] * 40)
-        >>> est.predict_proba(None, x, y, ["u"] * 40).shape
+        >>> est = PALEstimator(variant="A", k=1, d_pref=4, epochs=2, batch_size=8).fit(X, lab)
+        >>> est.predict_proba(X).shape
         (40, 2)
     """
 
     def __init__(
-        self, config: PALConfig, *, random_state: int = 0, device: str | torch.device = "cpu"
+        self,
+        variant: str = "B",
+        k: int = 2,
+        d_pref: int = 512,
+        projector: str = "mlp2-gelu-dropout0",
+        user_map: str = "f(Pw)",
+        loss: str = "auto",
+        mixing: str = "softmax",
+        tau: float = 1.0,
+        partition: bool = False,
+        logit_scale_init: float = 2.6592600369644043,
+        logit_scale_max: float = 100.0,
+        lr_projector: float = 1e-4,
+        weight_decay: float = 0.01,
+        lr_user: float = 5e-3,
+        lr_logit_scale: float = 0.1,
+        epochs: int = 1,
+        batch_size: int = 4,
+        new_user_lr: float = 5e-3,
+        new_user_steps: int = 20,
+        new_user_loss: str = "auto",
+        random_state: int = 0,
+        device: str = "cpu",
     ) -> None:
-        self.config = config
+        self.variant = variant
+        self.k = k
+        self.d_pref = d_pref
+        self.projector = projector
+        self.user_map = user_map
+        self.loss = loss
+        self.mixing = mixing
+        self.tau = tau
+        self.partition = partition
+        self.logit_scale_init = logit_scale_init
+        self.logit_scale_max = logit_scale_max
+        self.lr_projector = lr_projector
+        self.weight_decay = weight_decay
+        self.lr_user = lr_user
+        self.lr_logit_scale = lr_logit_scale
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.new_user_lr = new_user_lr
+        self.new_user_steps = new_user_steps
+        self.new_user_loss = new_user_loss
         self.random_state = random_state
         self.device = device
 
-    def _data(
-        self, prompt_emb: Any, left_emb: Any, right_emb: Any, label: Any, user_ids: Sequence[str]
-    ) -> EmbeddedComparisons:
-        if self.config.variant == "B" and prompt_emb is None:
-            raise ValueError("PAL-B needs prompt embeddings")
-        return as_tensor_inputs(
-            None if self.config.variant == "A" else prompt_emb,
-            left_emb,
-            right_emb,
-            label,
-            user_ids,
-            self.config.d_in,
-        )
+    @classmethod
+    def from_config(cls, config: PALConfig, *, random_state: int = 0, device: str = "cpu") -> PALEstimator:
+        """An estimator with the hyper-parameters of ``config`` (``d_in`` is read from ``X`` at fit;
+        the config's ``seed`` is replaced by ``random_state``).
+
+        Example:
+            >>> PALEstimator.from_config(PALConfig(variant="A", k=3, d_in=8, d_pref=4)).k
+            3
+        """
+        names = cls._get_param_names()
+        kw = {f: getattr(config, f) for f in names if f not in ("random_state", "device")}
+        return cls(**kw, random_state=random_state, device=device)
+
+    def _make_config(self, d_in: int) -> PALConfig:
+        kw = {f: getattr(self, f) for f in self._get_param_names() if f not in ("random_state", "device")}
+        return PALConfig(d_in=d_in, seed=int(self.random_state), **kw)
+
+    def _parts(self, X: Any, *, fitting: bool) -> tuple[list[str], Tensor | None, Tensor, Tensor]:
+        """Split ``X`` into user ids and embedding tensors (checked: 2-D, sizes, finite)."""
+        if hasattr(X, "toarray") or hasattr(X, "tocsr"):  # scipy.sparse, without importing scipy
+            raise TypeError("sparse input is not supported: X holds a user id column and dense embeddings")
+        x = np.asarray(X, dtype=object) if not isinstance(X, np.ndarray) else X
+        if x.ndim != 2:
+            raise ValueError(f"X must be 2-D (one comparison per row), got shape {x.shape}")
+        if x.shape[0] == 0:
+            raise ValueError("X holds 0 comparisons (0 samples); at least one is required")
+        if not fitting and x.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {x.shape[1]} columns, the estimator was fitted on {self.n_features_in_}")
+        n_parts = 2 if self.variant == "A" else 3
+        width = x.shape[1] - 1
+        if width < n_parts or width % n_parts:
+            layout = "[user | left | right]" if n_parts == 2 else "[user | prompt | left | right]"
+            raise ValueError(
+                f"X must have 1 + {n_parts} d columns {layout} for PAL-{self.variant}, got {x.shape[1]}"
+            )
+        try:
+            emb = np.asarray(x[:, 1:], dtype=np.float32)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"X columns 1.. must hold numbers (embeddings): {err}") from err
+        d = width // n_parts
+        names = ("left_emb", "right_emb") if n_parts == 2 else ("prompt_emb", "left_emb", "right_emb")
+        ts = []
+        for i, name in enumerate(names):
+            t = torch.from_numpy(np.ascontiguousarray(emb[:, i * d : (i + 1) * d]))  # (n, d)
+            check_finite(t, name)
+            ts.append(t)
+        ids = [_user_id(u) for u in x[:, 0]]
+        prompt = ts[0] if n_parts == 3 else None
+        return ids, prompt, ts[-2], ts[-1]
+
+    def _data(self, X: Any, y: Any | None, *, fitting: bool = False) -> EmbeddedComparisons:
+        ids, prompt, left, right = self._parts(X, fitting=fitting)
+        d = left.shape[1]
+        return as_tensor_inputs(prompt, left, right, y, ids, d)
 
     def fit(
         self,
-        prompt_emb: Any,
-        left_emb: Any,
-        right_emb: Any,
-        label: Any,
-        user_ids: Sequence[str],
+        X: Any,
+        y: Any,
         *,
+        eval_set: tuple[Any, Any] | None = None,
         progress: ProgressFn | None = None,
     ) -> PALEstimator:
         """Fit the head on seen users' comparisons (all parameters; users registered first-seen).
 
         Args:
-            prompt_emb, left_emb, right_emb, label, user_ids: the seen users' comparisons.
+            X: comparisons, see :func:`comparison_matrix`. Shape: (n, 1 + 2 d) or (n, 1 + 3 d).
+            y: labels, 0 = left preferred, 1 = right preferred. Shape: (n,).
+            eval_set: optional ``(X_val, y_val)`` of the same users, scored after every epoch
+                into ``validation_curve_`` (read only: no early stopping, no model selection).
             progress: optional ``progress(stage, done, total)``, called after every epoch.
 
-        Shape:
-            prompt_emb (n, d_in) or None for PAL-A; left_emb, right_emb (n, d_in); label (n,).
+        Returns:
+            ``self``.
         """
-        data = self._data(prompt_emb, left_emb, right_emb, label, user_ids)
+        data = self._data(X, y, fitting=True)
+        self.config_ = self._make_config(data.left.shape[1])
+        self.n_features_in_ = int(np.asarray(X, dtype=object).shape[1])
+        self.classes_ = np.array([0, 1])
         dev = torch.device(self.device)
         gen = torch.Generator().manual_seed(int(self.random_state))
-        self.head_ = PALHead(self.config, generator=gen)
+        self.head_ = PALHead(self.config_, generator=gen)
         self.head_.users.add_users(list(dict.fromkeys(data.user_id)), generator=gen)
         self.head_.to(dev)
         self._gen = gen
-        self.loss_curve_ = _train_seen(self.head_, data, self.config, gen, dev, progress)
+        self.validation_curve_: list[float] = []
+        on_epoch = None
+        if eval_set is not None:
+            x_val, y_val = eval_set
+            val = self._data(x_val, y_val)
+
+            def on_epoch() -> None:
+                self.validation_curve_.append(_accuracy(self.head_, val, dev))
+
+        self.loss_curve_ = _train_seen(self.head_, data, self.config_, gen, dev, progress, on_epoch)
         return self
 
     def _check_fitted(self) -> None:
@@ -281,11 +462,8 @@ class PALEstimator(BaseEstimator):
 
     def partial_fit_new_users(
         self,
-        prompt_emb: Any,
-        left_emb: Any,
-        right_emb: Any,
-        label: Any,
-        user_ids: Sequence[str],
+        X: Any,
+        y: Any,
         *,
         steps: int | None = None,
         lr: float | None = None,
@@ -295,63 +473,78 @@ class PALEstimator(BaseEstimator):
         """Register new users and fit only their weights (every other tensor is frozen).
 
         Args:
-            prompt_emb, left_emb, right_emb, label, user_ids: the new users' comparisons; every
-                id must be unregistered (``ValueError`` otherwise).
-            steps: full-batch AdamW steps (default ``config.new_user_steps``; 0 = no fitting).
-            lr: AdamW lr (default ``config.new_user_lr``).
+            X: the new users' comparisons (see :func:`comparison_matrix`); every id must be
+                unregistered (``ValueError`` otherwise).
+            y: their labels.
+            steps: full-batch AdamW steps (default ``new_user_steps``; 0 = no fitting).
+            lr: AdamW lr (default ``new_user_lr``).
             init: "random" (u ~ N(0, I_K)) or "uniform" (u = 0, i.e. w = 1/K).
             loss: "hinge", "ce" (Bradley-Terry cross-entropy on the two rewards) or "auto"
-                (``config.new_user_loss``; its own "auto" is the training loss).
+                (``new_user_loss``; its own "auto" is the training loss).
+
+        The new-user settings (``new_user_steps``, ``new_user_lr``, ``new_user_loss``) are read
+        when this is called, so ``set_params`` after ``fit`` changes how new users are fitted
+        without refitting the seen users.
+
+        Returns:
+            ``self``.
         """
         self._check_fitted()
-        data = self._data(prompt_emb, left_emb, right_emb, label, user_ids)
+        data = self._data(X, y)
         self.new_user_trainable_ = _fit_new_users(
             self.head_,
             data,
-            steps=self.config.new_user_steps if steps is None else steps,
-            lr=self.config.new_user_lr if lr is None else lr,
+            steps=self.new_user_steps if steps is None else steps,
+            lr=self.new_user_lr if lr is None else lr,
             generator=self._gen,
             init=init,
             device=torch.device(self.device),
-            loss=loss,
+            loss=self.new_user_loss if loss == "auto" else loss,
         )
         return self
 
     @torch.no_grad()
-    def predict_proba(
-        self, prompt_emb: Any, left_emb: Any, right_emb: Any, user_ids: Sequence[str]
-    ) -> np.ndarray:
+    def predict_proba(self, X: Any) -> np.ndarray:
         """[P(left preferred), P(right preferred)] per comparison. Shape: (n, 2)."""
         self._check_fitted()
-        d = self._data(prompt_emb, left_emb, right_emb, None, user_ids)
+        d = self._data(X, None)
         dev = torch.device(self.device)
         self.head_.eval()
         p = None if d.prompt is None else d.prompt.to(dev)
         pr = self.head_.prob_right(d.user_id, p, d.left.to(dev), d.right.to(dev)).cpu().numpy()
         return np.stack([1.0 - pr, pr], axis=1)
 
-    def predict(self, prompt_emb: Any, left_emb: Any, right_emb: Any, user_ids: Sequence[str]) -> np.ndarray:
+    def predict(self, X: Any) -> np.ndarray:
         """Predicted labels (0 = left, 1 = right). Shape: (n,)."""
-        return (self.predict_proba(prompt_emb, left_emb, right_emb, user_ids)[:, 1] > 0.5).astype(np.int64)
+        return (self.predict_proba(X)[:, 1] > 0.5).astype(np.int64)
 
-    def score(
-        self, prompt_emb: Any, left_emb: Any, right_emb: Any, label: Any, user_ids: Sequence[str]
-    ) -> float:
-        """Accuracy over all comparisons."""
-        return float((self.predict(prompt_emb, left_emb, right_emb, user_ids) == np.asarray(label)).mean())
-
-    def per_user_accuracy(
-        self, prompt_emb: Any, left_emb: Any, right_emb: Any, label: Any, user_ids: Sequence[str]
-    ) -> dict[str, float]:
+    def per_user_accuracy(self, X: Any, y: Any) -> dict[str, float]:
         """Accuracy of each user's comparisons."""
-        hit = self.predict(prompt_emb, left_emb, right_emb, user_ids) == np.asarray(label)
-        ids = np.asarray([str(u) for u in user_ids])
+        hit = self.predict(X) == np.asarray(y)
+        ids = np.asarray([_user_id(u) for u in np.asarray(X, dtype=object)[:, 0]])
         return {u: float(hit[ids == u].mean()) for u in dict.fromkeys(ids.tolist())}
+
+    def user_weights(self, user_ids: Sequence[Any]) -> np.ndarray:
+        """The learned simplex weights w of ``user_ids``. Shape: (len(user_ids), K)."""
+        self._check_fitted()
+        with torch.no_grad():
+            return self.head_.users([_user_id(u) for u in user_ids]).cpu().numpy()
 
     def trainable_parameter_count(self) -> int:
         """Parameters trained when fitting seen users (head only; the encoder is frozen)."""
         self._check_fitted()
         return sum(p.numel() for p in self.head_.parameters())
+
+
+@torch.no_grad()
+def _accuracy(head: PALHead, d: EmbeddedComparisons, device: torch.device) -> float:
+    """Comparison accuracy of ``head`` on ``d`` in eval mode (the caller's mode is restored)."""
+    was = head.training
+    head.eval()
+    p = None if d.prompt is None else d.prompt.to(device)
+    pr = head.prob_right(d.user_id, p, d.left.to(device), d.right.to(device)).cpu()
+    head.train(was)
+    return float(((pr > 0.5).long() == d.label).float().mean())
 
 
 class PALTrainer:

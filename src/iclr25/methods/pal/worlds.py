@@ -135,6 +135,8 @@ class IdealPointWorld:
             (what a homogeneous model can reach at best, roughly).
         pref_points: f*(e) of every item, row j for item ``"i{j}"``. Shape: (n_items, d_true).
         prototypes: the true prototypes p*_k. Shape: (K*, d_true).
+        seen_val: a validation split of the seen users (``None`` unless asked for), drawn from
+            its own random stream so the other splits do not change with its size.
     """
 
     encoder: LookupEncoder
@@ -149,6 +151,7 @@ class IdealPointWorld:
     mean_user_accuracy: float
     pref_points: np.ndarray
     prototypes: np.ndarray
+    seen_val: Comparisons | None = None
 
     def true_weights(self, user_id: str) -> np.ndarray:
         """w* of a user id ("s3" for seen user 3, "n7" for unseen user 7). Shape: (K*,)."""
@@ -252,6 +255,7 @@ def make_ideal_point_world(
     bayes: float = 0.9,
     n_groups: int | None = None,
     proto_scale: float = 8.0,
+    val_per_user: int = 0,
     seed: int = 0,
 ) -> IdealPointWorld:
     """Generate the numeric ideal-point world.
@@ -268,6 +272,8 @@ def make_ideal_point_world(
         bayes: target Bayes accuracy (sets kappa).
         n_groups: ``1`` gives the null world: every user has w* = e_1 (one shared ideal point).
         proto_scale: prototype distance from the item centre, in units of the items' spread.
+        val_per_user: validation comparisons per seen user (``seen_val``; 0 = none), from a
+            separate random stream.
         seed: seed of everything.
 
     Returns:
@@ -297,9 +303,9 @@ def make_ideal_point_world(
 
     w_seen, w_unseen = draw_w(n_seen), draw_w(n_unseen)
 
-    def pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
-        left = rng.integers(0, n_items, size=n)
-        right = (left + rng.integers(1, n_items, size=n)) % n_items  # never the same item
+    def pairs(n: int, gen: np.random.Generator = rng) -> tuple[np.ndarray, np.ndarray]:
+        left = gen.integers(0, n_items, size=n)
+        right = (left + gen.integers(1, n_items, size=n)) % n_items  # never the same item
         return left, right
 
     def delta(w: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -318,12 +324,12 @@ def make_ideal_point_world(
     p_cal = 1.0 / (1.0 + np.exp(-np.clip(kappa * d_cal, -50, 50)))
     homog_acc = float(np.mean(np.where(d_mean > 0, p_cal, 1.0 - p_cal)))
 
-    def comparisons(w: np.ndarray, prefix: str, per_user: int) -> Comparisons:
+    def comparisons(w: np.ndarray, prefix: str, per_user: int, gen: np.random.Generator = rng) -> Comparisons:
         uid, left_ids, right_ids, labels = [], [], [], []
         for i in range(len(w)):
-            left, right = pairs(per_user)
+            left, right = pairs(per_user, gen)
             p_right = 1.0 / (1.0 + np.exp(-np.clip(kappa * delta(w[i], left, right), -50, 50)))
-            y = (rng.random(per_user) < p_right).astype(int)
+            y = (gen.random(per_user) < p_right).astype(int)
             uid += [f"{prefix}{i}"] * per_user
             left_ids += [f"i{j}" for j in left]
             right_ids += [f"i{j}" for j in right]
@@ -331,12 +337,20 @@ def make_ideal_point_world(
         return Comparisons(uid, [""] * len(uid), left_ids, right_ids, labels)
 
     encoder = LookupEncoder({f"i{j}": x[j].astype(np.float32) for j in range(n_items)})
+    seen_train = comparisons(w_seen, "s", train_per_user)
+    seen_test = comparisons(w_seen, "s", test_per_user)
+    unseen_train_ds = comparisons(w_unseen, "n", unseen_train)
+    unseen_test_ds = comparisons(w_unseen, "n", unseen_test)
+    seen_val = None
+    if val_per_user > 0:
+        seen_val = comparisons(w_seen, "s", val_per_user, np.random.default_rng([seed, 107]))
     return IdealPointWorld(
         encoder=encoder,
-        seen_train=comparisons(w_seen, "s", train_per_user),
-        seen_test=comparisons(w_seen, "s", test_per_user),
-        unseen_train=comparisons(w_unseen, "n", unseen_train),
-        unseen_test=comparisons(w_unseen, "n", unseen_test),
+        seen_train=seen_train,
+        seen_test=seen_test,
+        unseen_train=unseen_train_ds,
+        unseen_test=unseen_test_ds,
+        seen_val=seen_val,
         w_seen=w_seen,
         w_unseen=w_unseen,
         kappa=kappa,
@@ -358,6 +372,8 @@ class SummaryLengthWorld:
         seen_train, seen_test, unseen_train, unseen_test: comparisons (prompt = post).
         prefers_long: user id -> True if the user prefers the longer summary.
         short, long: the two summaries of every post (for the length probe).
+        seen_val: a validation split of the seen users (``None`` unless asked for), drawn from
+            its own random stream.
     """
 
     seen_train: Comparisons
@@ -367,6 +383,7 @@ class SummaryLengthWorld:
     prefers_long: dict[str, bool]
     short: list[str] = field(default_factory=list)
     long: list[str] = field(default_factory=list)
+    seen_val: Comparisons | None = None
 
 
 def make_summary_length_world(
@@ -380,6 +397,7 @@ def make_summary_length_world(
     unseen_train: int = 10,
     noise: float = 0.05,
     p_long: float = 0.7,
+    val_per_user: int = 0,
     seed: int = 0,
 ) -> SummaryLengthWorld:
     """Generate posts with a short and a long summary; users prefer one length, with label noise.
@@ -393,6 +411,8 @@ def make_summary_length_world(
         unseen_train: training comparisons per unseen user (the largest shot count).
         noise: label-flip probability.
         p_long: share of unseen users who prefer longer summaries.
+        val_per_user: validation comparisons per seen user (``seen_val``; 0 = none), from a
+            separate random stream.
         seed: seed of everything.
 
     Returns:
@@ -425,16 +445,16 @@ def make_summary_length_world(
     prefers_long = {f"s{i}": i < n_seen - n_minority for i in range(n_seen)}
     prefers_long.update({f"n{i}": bool(rng.random() < p_long) for i in range(n_unseen)})
 
-    def comparisons(ids: list[str], per_user: int) -> Comparisons:
+    def comparisons(ids: list[str], per_user: int, gen: np.random.Generator = rng) -> Comparisons:
         uid, prompt, left, right, labels = [], [], [], [], []
         for u in ids:
             for _ in range(per_user):
-                p = int(rng.integers(n_posts))
-                long_left = bool(rng.random() < 0.5)
+                p = int(gen.integers(n_posts))
+                long_left = bool(gen.random() < 0.5)
                 left.append(long[p] if long_left else short[p])
                 right.append(short[p] if long_left else long[p])
                 y = int(long_left != prefers_long[u])  # 1 when the preferred summary is on the right
-                if rng.random() < noise:
+                if gen.random() < noise:
                     y = 1 - y
                 uid.append(u)
                 prompt.append(posts[p])
@@ -443,7 +463,7 @@ def make_summary_length_world(
 
     seen = [f"s{i}" for i in range(n_seen)]
     unseen = [f"n{i}" for i in range(n_unseen)]
-    return SummaryLengthWorld(
+    out = SummaryLengthWorld(
         seen_train=comparisons(seen, train_per_user),
         seen_test=comparisons(seen, test_per_user),
         unseen_train=comparisons(unseen, unseen_train),
@@ -452,6 +472,9 @@ def make_summary_length_world(
         short=short,
         long=long,
     )
+    if val_per_user > 0:
+        out.seen_val = comparisons(seen, val_per_user, np.random.default_rng([seed, 207]))
+    return out
 
 
 def length_probe_accuracy(encoder: object, world: SummaryLengthWorld, *, seed: int = 0) -> float:
