@@ -277,7 +277,7 @@ REGISTRY: dict[str, Entry] = {
             extra="rmp_sam",
             smoke_s=10.0,
             full_s=280.0,
-            long_s=3300.0,
+            long_s=3450.0,
             demo="iclr25.methods.rmp_sam.demo:demo",
         ),
         Entry(

@@ -91,6 +91,32 @@ def test_training_step_lowers_the_loss_on_one_scene(data) -> None:
     assert np.mean([v for *_, v in log[-5:]]) < np.mean([v for *_, v in log[:5]])
 
 
+def test_validation_pass_is_a_fixed_draw_called_on_schedule(data) -> None:
+    """The validation curve moves only with the weights (same clips, clicks and points every call),
+    the model goes back to training mode, and the callback runs every k steps and after the last."""
+    from iclr25.methods.rmp_sam import validation_losses
+
+    model = _model()
+    model.train()
+    loss = LossConfig(num_points=64)
+    a = validation_losses(model, data, loss, clip_len=2, max_prompts=2, seed=3)
+    b = validation_losses(model, data, loss, clip_len=2, max_prompts=2, seed=3)
+    assert a == b and model.training
+    assert {"val_cls", "val_panoptic", "val_video", "val_interactive", "val_loss"} <= set(a)
+    assert a["val_loss"] == pytest.approx(a["val_panoptic"] + a["val_video"] + a["val_interactive"])
+    calls: list[int] = []
+    co_train(
+        model,
+        data,
+        train=TrainConfig(steps=5, batch_size=2, video_batch=1, warmup=1),
+        loss=loss,
+        seed=0,
+        callback=calls.append,
+        callback_every=2,
+    )
+    assert calls == [2, 4, 5]
+
+
 def test_panoptic_track_and_predictor_outputs(data) -> None:
     model = _model()
     res = model.panoptic(data.images[:2], object_mask_threshold=0.0, overlap_threshold=0.0)
@@ -131,6 +157,58 @@ def test_input_errors() -> None:
         model(torch.rand(1, 3, 30, 30), task="panoptic")
     with pytest.raises(ValueError, match="divisible"):
         RMPSAMConfig(channels=30, num_heads=4)
+
+
+def test_non_finite_images_raise_value_error_naming_the_input() -> None:
+    """NaN or infinite pixels are refused before the neck (DeformConv2d crashes on NaN)."""
+    model = _model()
+    bad = torch.full((1, 3, 32, 32), float("nan"))
+    with pytest.raises(ValueError, match="images must be finite"):
+        model.panoptic(bad)
+    with pytest.raises(ValueError, match="images must be finite"):
+        model(bad, task="panoptic")
+    frames = torch.rand(2, 3, 32, 32)
+    frames[1, 0, 3, 4] = float("inf")
+    with pytest.raises(ValueError, match="frames must be finite"):
+        model.track(frames, clip_size=2)
+    pred = RMPSAMPredictor(model)
+    one = torch.rand(3, 32, 32)
+    one[0, 5, 5] = float("nan")
+    with pytest.raises(ValueError, match="image must be finite"):
+        pred.set_image(one)
+
+
+def test_non_finite_points_and_boxes_raise_value_error_naming_the_input() -> None:
+    model = _model()
+    pred = RMPSAMPredictor(model)
+    pred.set_image(np.zeros((32, 32, 3), np.uint8))
+    with pytest.raises(ValueError, match="point_coords must be finite"):
+        pred.predict(point_coords=np.array([[np.nan, 3.0]]), point_labels=np.array([1]))
+    with pytest.raises(ValueError, match="point_coords must be finite"):
+        pred.predict_points(np.array([[4.0, 4.0], [np.inf, 3.0]]))
+    with pytest.raises(ValueError, match="boxes must be finite"):
+        pred.predict(boxes=np.array([[1.0, 1.0, np.nan, 9.0]]))
+    img = torch.rand(1, 3, 32, 32)
+    with pytest.raises(ValueError, match="points must be finite"):
+        model(img, task="interactive", prompts={"points": torch.tensor([[[float("nan"), 2.0]]])})
+    with pytest.raises(ValueError, match="boxes must be finite"):
+        model(img, task="interactive", prompts={"boxes": torch.tensor([[[0.0, 0.0, float("nan"), 5.0]]])})
+
+
+def test_uint8_and_out_of_range_images_are_refused_with_the_expected_range() -> None:
+    model = _model()
+    as_bytes = (torch.rand(1, 3, 32, 32) * 255).to(torch.uint8)
+    with pytest.raises(TypeError, match=r"float tensor with values in \[0, 1\].*uint8"):
+        model.panoptic(as_bytes)
+    with pytest.raises(TypeError, match=r"\[0, 1\]"):
+        model.track(as_bytes.expand(2, -1, -1, -1), clip_size=2)
+    pred = RMPSAMPredictor(model)
+    with pytest.raises(TypeError, match=r"\[0, 1\]"):
+        pred.set_image(as_bytes[0])
+    with pytest.raises(TypeError, match=r"uint8 with values in \[0, 255\]"):
+        pred.set_image(np.zeros((32, 32, 3), np.float32))
+    with pytest.raises(ValueError, match=r"values in \[0, 1\], got \[0, 255\]"):
+        model.panoptic(torch.zeros(1, 3, 32, 32).index_fill_(2, torch.tensor([0]), 255.0))
 
 
 def test_key_map_round_trips_with_mmdet_style_names() -> None:

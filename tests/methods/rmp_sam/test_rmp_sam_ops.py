@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -156,3 +157,22 @@ def test_clip_linking_recovers_a_known_permutation() -> None:
     back = link_clips(q, cur)
     torch.testing.assert_close(cur[back], q, atol=0.1, rtol=0)
     assert perm[back].tolist() == list(range(6))
+
+
+def test_prompt_encoder_sine_encodes_the_normalised_box() -> None:
+    """The released encoding: the (cx, cy, w, h) box over the image size, sine-encoded as it is (no
+    inverse sigmoid), then the linear layer, the type embedding and the mask token."""
+    from iclr25.methods.rmp_sam import PromptEncoder
+    from iclr25.methods.rmp_sam.prompts import sine_encoding
+
+    torch.manual_seed(0)
+    enc = PromptEncoder(16)
+    boxes = torch.tensor([[[2.0, 4.0, 10.0, 12.0]]])  # XYXY on a 32 (w) x 16 (h) image
+    kinds = torch.zeros(1, 1, dtype=torch.long)
+    cxcywh = torch.tensor([[[6.0 / 32, 8.0 / 16, 8.0 / 32, 8.0 / 16]]])
+    want = enc.proj(sine_encoding(cxcywh, 128)) + enc.type_embed(kinds) + enc.mask_token
+    torch.testing.assert_close(enc(boxes, kinds, 16, 32), want)
+    # the first code of cx is sin(2 pi cx) at the lowest frequency
+    assert float(sine_encoding(cxcywh, 128)[0, 0, 0]) == pytest.approx(
+        math.sin(2 * math.pi * 6.0 / 32), abs=1e-6
+    )

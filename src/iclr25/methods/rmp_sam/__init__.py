@@ -28,7 +28,12 @@ from iclr25.methods.rmp_sam.data import SegData, from_shapes_world, panoptic_tar
 from iclr25.methods.rmp_sam.decoder import DecoderStage, KernelUpdate, dynamic_masks, hard_mask_pool
 from iclr25.methods.rmp_sam.demo import demo
 from iclr25.methods.rmp_sam.encoder import DCNv2, LiteNeck, build_backbone
-from iclr25.methods.rmp_sam.evaluation import evaluate_clicks, evaluate_panoptic, evaluate_video
+from iclr25.methods.rmp_sam.evaluation import (
+    evaluate_clicks,
+    evaluate_panoptic,
+    evaluate_video,
+    validation_losses,
+)
 from iclr25.methods.rmp_sam.losses import dice_loss, prompt_loss, set_loss, sigmoid_bce
 from iclr25.methods.rmp_sam.matching import (
     fixed_assignment,
@@ -101,4 +106,5 @@ __all__ = [
     "tracks_to_ytvis",
     "tube_iou",
     "tube_to_frames",
+    "validation_losses",
 ]

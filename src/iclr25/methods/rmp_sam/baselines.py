@@ -210,8 +210,13 @@ def decoder_latency(
 
 def decoder_flops(rmp_model, m2f: Mask2FormerDecoder, image_size: int) -> dict[str, float]:
     """Forward FLOPs (``torch.utils.flop_counter``) of RMP-SAM's neck + decoder and of the
-    Mask2Former-style decoder on the same backbone features of one image. ``DeformConv2d`` is not
-    counted by the flop counter, so its multiply-adds (2 C_in C_out 9 H W each) are added.
+    Mask2Former-style decoder on the same backbone features of one image.
+
+    Attention runs on PyTorch's math path while counting (``SDPBackend.MATH``), so its two
+    products, ``Q K^T`` and ``A V`` (``4 L S C`` FLOPs for L queries over S keys of width C), are
+    recorded as matmuls: the fused CPU flash-attention kernel is invisible to the counter, which
+    would drop the baseline's costliest part. ``DeformConv2d`` is not counted by the flop counter
+    either, so its multiply-adds (2 C_in C_out 9 H W each) are added.
 
     Returns:
         ``{"rmp_gflops", "m2f_gflops", "ratio"}``.
@@ -241,10 +246,12 @@ def decoder_flops(rmp_model, m2f: Mask2FormerDecoder, image_size: int) -> dict[s
 
 def _counted_flops(fn) -> int:
     """The FLOPs ``torch.utils.flop_counter`` records while ``fn()`` runs (the counting of
-    :func:`decoder_flops`)."""
+    :func:`decoder_flops`), with scaled dot-product attention forced onto its math path so that the
+    attention products are counted as the matmuls they are."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as fc:
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
         fn()
     return fc.get_total_flops()
 
@@ -257,7 +264,8 @@ def attention_flops_counted(m2f: Mask2FormerDecoder, image_size: int) -> float:
     returned) on the 1/8 map's token count and divides the counted FLOPs by the analytic count: the
     four projections, ``2 c^2 (2 n_q + 2 n_kv)``, plus the two attention products,
     ``4 n_q n_kv c`` (2 FLOPs per multiply-add). 1.0 when every product is counted; below 1 when
-    the counter misses a fused attention kernel (torch's CPU flash attention is not recorded).
+    the counter misses a fused attention kernel (torch's CPU flash attention is not recorded, which
+    is why the counting runs attention on the math path).
 
     Returns:
         counted / analytic FLOPs.

@@ -240,11 +240,26 @@ class ClaimConfig:
     ablations: bool = param(
         True, doc="train the no-adapter and no-isolation ablations", source="paper: Table 6"
     )
+    n_val_scenes: int = param(
+        16, doc="validation scenes (the arms' validation curves)", source="deviation: CPU scale"
+    )
+    n_val_videos: int = param(4, doc="validation videos", source="deviation: CPU scale")
+    val_every: int = param(25, doc="training steps between validation passes", source="deviation: CPU scale")
+    plateau_epsilon: float = param(
+        0.05,
+        doc="largest relative change of a validation loss over the last fifth of the constant-lr "
+        "phase that counts as a plateau",
+        source="deviation: stated before any run (DESIGN rule 8c)",
+    )
     max_clicks: int = param(5, doc="clicks of the NoC@85 protocol", source="deviation: 20")
     latency_runs: int = param(20, doc="timed runs (median) of each decoder", source="deviation: spec")
     model: RMPSAMConfig = param(RMPSAMConfig(), doc="the network", source="deviation: tiny")
     loss: LossConfig = param(LossConfig(), doc="losses", source="paper: Sec. 3.3")
-    train: TrainConfig = param(TrainConfig(), doc="training", source="deviation: CPU scale")
+    train: TrainConfig = param(
+        TrainConfig(milestones=(0.85, 0.95)),
+        doc="training",
+        source="deviation: CPU scale; the lr steps come late, after the validation curves are read",
+    )
 
     @staticmethod
     def smoke() -> ClaimConfig:
@@ -255,10 +270,13 @@ class ClaimConfig:
             n_train_videos=8,
             n_test_scenes=4,
             n_test_videos=2,
+            n_val_scenes=4,
+            n_val_videos=2,
+            val_every=2,
             steps=6,
             ablation_steps=3,
             max_clicks=2,
             latency_runs=3,
             loss=LossConfig(num_points=256),
-            train=TrainConfig(batch_size=2, video_batch=1, warmup=2),
+            train=TrainConfig(batch_size=2, video_batch=1, warmup=2, milestones=(0.85, 0.95)),
         )

@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from iclr25.methods.rmp_sam.config import LossConfig
 from iclr25.methods.rmp_sam.data import SegData
 from iclr25.methods.rmp_sam.metrics import VideoMaskAP, click_iou, noc, panoptic_quality
 from iclr25.methods.rmp_sam.model import RMPSAM, RMPSAMPredictor
 from iclr25.methods.rmp_sam.postprocess import to_torchmetrics
 
-__all__ = ["evaluate_clicks", "evaluate_panoptic", "evaluate_video"]
+__all__ = ["evaluate_clicks", "evaluate_panoptic", "evaluate_video", "validation_losses"]
 
 
 @torch.no_grad()
@@ -97,3 +98,54 @@ def evaluate_clicks(model: RMPSAM, data: SegData, *, max_clicks: int = 20) -> di
 
         nocs.extend(noc(one, g, max_clicks=max_clicks)[0] for g in gts)
     return {"click_miou": float(np.mean(ious)), "noc85": float(np.mean(nocs)), "n_clicks": float(len(ious))}
+
+
+@torch.no_grad()
+def validation_losses(
+    model: RMPSAM,
+    data: SegData,
+    loss: LossConfig,
+    *,
+    clip_len: int,
+    max_prompts: int,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The training objective on held-out data, for a validation curve.
+
+    Every call draws the same clips, clicks and sampled points (generators seeded from ``seed``),
+    so the curve moves only with the weights. The model runs in eval mode and is put back in the
+    mode it was in.
+
+    Args:
+        model: the network.
+        data: held-out scenes and videos.
+        loss: the arm's own loss configuration (its matcher included).
+        clip_len: frames per tube.
+        max_prompts: clicks per image.
+        seed: the fixed draw.
+
+    Returns:
+        ``val_cls`` (the panoptic class loss, summed over stages and adapter: it falls only as the
+        queries learn to name shapes), ``val_panoptic``, ``val_video``, ``val_interactive`` (each
+        task's summed loss) and ``val_loss`` (their sum).
+    """
+    from iclr25.methods.rmp_sam.train import prompt_batch, video_batch
+
+    was_training = model.training
+    model.eval()
+    rng = np.random.default_rng([seed, 5])
+    gen = torch.Generator().manual_seed(seed)
+    idx = list(range(data.images.shape[0]))
+    pan = model.loss(model(data.images, task="panoptic"), data.targets, "panoptic", loss, gen)
+    out = {"val_cls": float(pan["loss_cls"]), "val_panoptic": float(sum(pan.values()))}
+    if data.videos.shape[0]:
+        clips, targets = video_batch(data, list(range(data.videos.shape[0])), clip_len, rng)
+        vid = model.loss(model(clips, task="video"), targets, "video", loss, gen)
+        out["val_video"] = float(sum(vid.values()))
+    pts, masks, valid = prompt_batch(data, idx, max_prompts, 0.0, model.config.box_half, rng)
+    res = model(data.images, task="interactive", prompts={"points": pts, "valid": valid})
+    inter = model.loss(res, {"masks": masks, "valid": valid}, "interactive", loss, gen)
+    out["val_interactive"] = float(sum(inter.values()))
+    out["val_loss"] = out["val_panoptic"] + out.get("val_video", 0.0) + out["val_interactive"]
+    model.train(was_training)
+    return out

@@ -118,6 +118,7 @@ class RMPSAM(nn.Module):
         """Backbone + neck: (B, 3, H, W) in [0, 1] -> F (B, C, H/4, W/4)."""
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"images must be (B, 3, H, W), got {tuple(images.shape)}")
+        _check_pixels(images, "images")
         if images.shape[-1] % 32 or images.shape[-2] % 32:
             raise ValueError(
                 f"image height and width must be multiples of 32, got {tuple(images.shape[-2:])}"
@@ -196,6 +197,7 @@ class RMPSAM(nn.Module):
         """
         if task not in _TASKS:
             raise ValueError(f"unknown task {task!r}; known: {', '.join(_TASKS)}")
+        _check_pixels(images, "images")  # before the neck: DeformConv2d crashes on NaN input
         if task == "video":
             if images.ndim != 5:
                 raise ValueError(f"video input must be (B, T, 3, H, W), got {tuple(images.shape)}")
@@ -221,11 +223,14 @@ class RMPSAM(nn.Module):
             pts = prompts["points"]
             if pts.ndim != 3 or pts.shape[-1] != 2:
                 raise ValueError(f"points must be (B, P, 2), got {tuple(pts.shape)}")
-            _check_inside(pts, h, w)
+            _check_inside(pts, h, w, "points")
             boxes = point_to_box(pts, self.config.box_half, h, w)
             kinds = torch.zeros(pts.shape[:2], dtype=torch.long, device=pts.device)
         elif "boxes" in prompts:
             boxes = prompts["boxes"]
+            if boxes.ndim != 3 or boxes.shape[-1] != 4:
+                raise ValueError(f"boxes must be (B, P, 4), got {tuple(boxes.shape)}")
+            _check_finite(boxes, "boxes")
             kinds = torch.ones(boxes.shape[:2], dtype=torch.long, device=boxes.device)
         else:
             raise ValueError("prompts need 'points' or 'boxes'")
@@ -306,6 +311,7 @@ class RMPSAM(nn.Module):
             raise ValueError(f"frames must be (T, 3, H, W), got {tuple(frames.shape)}")
         if clip_size < 1:
             raise ValueError(f"clip_size must be >= 1, got {clip_size}")
+        _check_pixels(frames, "frames")
         t_all, _, h, w = frames.shape
         nt = self.config.num_things
         probs_sum = None
@@ -372,10 +378,30 @@ def tracks_to_ytvis(tracks: list[dict[str, object]], video_id: int) -> list[dict
     return recs
 
 
-def _check_inside(points: torch.Tensor, h: int, w: int) -> None:
+def _check_finite(x: torch.Tensor, name: str) -> None:
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite, found NaN or infinite values")
+
+
+def _check_pixels(images: torch.Tensor, name: str) -> None:
+    """Float pixels in [0, 1], all finite (NaN would reach ``DeformConv2d``, which crashes on it)."""
+    if not torch.is_floating_point(images):
+        raise TypeError(
+            f"{name} must be a float tensor with values in [0, 1], got dtype {images.dtype} "
+            "(divide uint8 images by 255)"
+        )
+    _check_finite(images, name)
+    if images.numel() and (float(images.min()) < 0.0 or float(images.max()) > 1.0):
+        raise ValueError(
+            f"{name} must have values in [0, 1], got [{float(images.min()):g}, {float(images.max()):g}]"
+        )
+
+
+def _check_inside(points: torch.Tensor, h: int, w: int, name: str = "points") -> None:
+    _check_finite(points, name)
     x, y = points[..., 0], points[..., 1]
     if bool(((x < 0) | (x > w) | (y < 0) | (y > h)).any()):
-        raise ValueError(f"points must lie inside the {w} x {h} image (x in [0, {w}], y in [0, {h}])")
+        raise ValueError(f"{name} must lie inside the {w} x {h} image (x in [0, {w}], y in [0, {h}])")
 
 
 class RMPSAMPredictor:
@@ -402,13 +428,32 @@ class RMPSAMPredictor:
 
     @torch.no_grad()
     def set_image(self, image: np.ndarray | torch.Tensor) -> None:
-        """Compute the image's feature map. ``image``: uint8 (H, W, 3) array or float (3, H, W) in [0, 1]."""
+        """Compute the image's feature map.
+
+        Args:
+            image: uint8 (H, W, 3) array with values in [0, 255] (SAM's convention), or a float
+                (3, H, W) tensor with values in [0, 1].
+
+        Raises:
+            TypeError: a numpy array that is not uint8, or a tensor that is not float.
+            ValueError: a wrong shape, or a tensor with NaN, infinite or out-of-range values.
+        """
         if isinstance(image, np.ndarray):
             if image.ndim != 3 or image.shape[-1] != 3:
                 raise ValueError(f"a numpy image must be (H, W, 3), got {image.shape}")
+            if image.dtype != np.uint8:
+                raise TypeError(
+                    f"a numpy image must be uint8 with values in [0, 255], got dtype {image.dtype} "
+                    "(pass float images as a (3, H, W) tensor in [0, 1])"
+                )
             x = torch.from_numpy(image).permute(2, 0, 1).float() / 255.0
-        else:
+        elif isinstance(image, torch.Tensor):
+            if image.ndim != 3 or image.shape[0] != 3:
+                raise ValueError(f"a tensor image must be (3, H, W), got {tuple(image.shape)}")
+            _check_pixels(image, "image")
             x = image.float()
+        else:
+            raise TypeError(f"image must be a numpy array or a torch tensor, got {type(image).__name__}")
         dev = next(self.model.parameters()).device
         x = x.to(dev)
         self.size = (int(x.shape[-2]), int(x.shape[-1]))
@@ -441,6 +486,7 @@ class RMPSAMPredictor:
         dev = self.features.device
         if boxes is not None:
             b = torch.as_tensor(np.asarray(boxes, dtype=np.float32), device=dev).view(1, -1, 4)
+            _check_finite(b, "boxes")
             kinds = torch.ones(b.shape[:2], dtype=torch.long, device=dev)
         else:
             if point_coords is None or len(point_coords) == 0:
@@ -449,7 +495,7 @@ class RMPSAMPredictor:
             labels = np.ones(pts.shape[1]) if point_labels is None else np.asarray(point_labels)
             if labels.shape != (pts.shape[1],):
                 raise ValueError(f"point_labels must have shape ({pts.shape[1]},), got {labels.shape}")
-            _check_inside(pts, h, w)
+            _check_inside(pts, h, w, "point_coords")
             b = point_to_box(pts, self.model.config.box_half, h, w)
             kinds = torch.as_tensor(np.where(labels > 0, 0, 2), dtype=torch.long, device=dev)[None]
         q = self.model.encode_prompts(b, kinds, h, w).mean(1, keepdim=True)  # (1, 1, C)
@@ -469,7 +515,7 @@ class RMPSAMPredictor:
         pts = torch.as_tensor(np.asarray(point_coords, dtype=np.float32), device=dev).view(1, -1, 2)
         if pts.shape[1] == 0:
             raise ValueError("empty prompts: give at least one point")
-        _check_inside(pts, h, w)
+        _check_inside(pts, h, w, "point_coords")
         b = point_to_box(pts, self.model.config.box_half, h, w)
         q = self.model.encode_prompts(b, torch.zeros(pts.shape[:2], dtype=torch.long, device=dev), h, w)
         return self._run(q, False)

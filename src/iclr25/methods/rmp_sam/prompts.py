@@ -1,9 +1,10 @@
 """Visual prompts of RMP-SAM: a point becomes a +-3 px box, encoded as a prompt query.
 
 Paper: *RMP-SAM: Towards Real-Time Multi-Purpose Segment Anything*, Xu et al., ICLR 2025,
-arXiv:2401.10228, Sec. 3.2 ("prompt encoder"). The box is built in input pixels, normalised,
-converted to (cx, cy, w, h), clamped and passed through the inverse sigmoid, then a 4-D sine
-positional encoding and a linear layer; a point/box type embedding and a mask-token embedding are
+arXiv:2401.10228, Sec. 3.2 ("prompt encoder"). The box is built in input pixels, normalised by the
+image size and converted to (cx, cy, w, h) in [0, 1]; each of the four coordinates is sine-encoded
+(as the released code encodes the normalised box; no inverse sigmoid before the encoding) and a
+linear layer maps the 512-d code to C; a point/box type embedding and a mask-token embedding are
 added. Points are (x, y); masks are (row, col).
 """
 
@@ -34,7 +35,8 @@ def point_to_box(points: torch.Tensor, half: float, height: int, width: int) -> 
 
 
 def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """``log(x / (1 - x))`` after clamping ``x`` to [eps, 1 - eps]."""
+    """``log(x / (1 - x))`` after clamping ``x`` to [eps, 1 - eps] (a helper for box refinement; the
+    prompt encoding itself uses the normalised box)."""
     x = x.clamp(eps, 1 - eps)
     return torch.log(x / (1 - x))
 
@@ -54,6 +56,9 @@ def sine_encoding(x: torch.Tensor, dim_per_coord: int = 128, temperature: float 
 
 class PromptEncoder(nn.Module):
     """Points (or boxes) -> prompt queries of width C.
+
+    The normalised (cx, cy, w, h) box is sine-encoded directly (4 x 128 = 512 dims), then
+    ``Linear(512, C)``; type and mask-token embeddings are added.
 
     Shape:
         boxes (B, P, 4) XYXY in pixels, kinds (B, P) long (0 positive point, 1 box, 2 negative
@@ -80,5 +85,5 @@ class PromptEncoder(nn.Module):
             ],
             dim=-1,
         )
-        enc = sine_encoding(inverse_sigmoid(cxcywh), self.pe_dim // 4)  # (B, P, 512)
+        enc = sine_encoding(cxcywh, self.pe_dim // 4)  # (B, P, 512): the normalised box, encoded
         return self.proj(enc) + self.type_embed(kinds) + self.mask_token

@@ -77,6 +77,8 @@ def co_train(
     seed: int,
     progress: Callable[[int, int], None] | None = None,
     progress_every: int = 25,
+    callback: Callable[[int], None] | None = None,
+    callback_every: int = 0,
 ) -> list[tuple[int, str, float]]:
     """Train on batches cycling over ``train.tasks`` (each batch one task).
 
@@ -88,6 +90,10 @@ def co_train(
         seed: batch order, clicks and sampled points.
         progress: ``progress(done, total)``.
         progress_every: steps between progress calls.
+        callback: ``callback(steps_done)`` every ``callback_every`` steps and after the last one
+            (e.g. a validation pass; it must leave the model in training mode, as
+            :func:`~iclr25.methods.rmp_sam.evaluation.validation_losses` does).
+        callback_every: steps between callback calls (0: never).
 
     Returns:
         ``(step, task, loss)`` of every step.
@@ -142,5 +148,8 @@ def co_train(
         log.append((step, task, float(total.detach())))  # type: ignore[union-attr]
         if progress is not None and ((step + 1) % progress_every == 0 or step + 1 == train.steps):
             progress(step + 1, train.steps)
+        due = callback_every > 0 and ((step + 1) % callback_every == 0 or step + 1 == train.steps)
+        if callback is not None and due:
+            callback(step + 1)
     model.eval()
     return log
