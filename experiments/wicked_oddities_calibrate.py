@@ -1,16 +1,18 @@
-"""Budget calibration of the wicked_oddities claim: random selection only, pilot seed 100.
+"""Calibration of the wicked_oddities bed: clean, dirty-label and random clean-label only.
 
-Tries the spec's budgets {10, 15, 20, 30} % of the target class with random selection, for each
-gated trigger, over the claim's targets, with the claim's victim recipe. The rule (fixed before
-any run): take the smallest budget whose mean random ASR lies in [0.15, 0.6]; if none does,
-take the budget with the highest mean random ASR below 0.6. The shapes world (reported only in
-the claim) is calibrated the same way, with BadNets and target 0. Run:
+Pilot seed 100 (outside the claim's seeds 0-2); no hard or easy selection is run here. Rule:
+keep the first candidate whose final-epoch clean CA >= 0.85, dirty-label ASR >= 0.8 and random
+clean-label ASR in [0.1, 0.6] at the paper's rate (10 % of the target class). The README's table
+lists every candidate tried and the order in which they were added. Each call runs one bed with
+BadNets 3 x 3, then 2 x 2, stopping at the first that meets the rule. Run, e.g.:
 
-    .venv/bin/python experiments/wicked_oddities_calibrate.py [--shapes-only]
+    .venv/bin/python experiments/wicked_oddities_calibrate.py                  # the claim's bed
+    .venv/bin/python experiments/wicked_oddities_calibrate.py --n-train 4000 --epochs 60 --constant
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -18,85 +20,66 @@ import torch
 
 from iclr25.methods.wicked_oddities import (
     BadNetsTrigger,
-    BlendTrigger,
     ClaimConfig,
     HardnessSelector,
     PoisonedDataset,
+    TensorImageDataset,
     attack_success_rate,
     clean_accuracy,
-    digits_pools,
+    poison_budget,
     shapes_pools,
     train_victim,
 )
 
-SEED = 100
-FRACS = (0.10, 0.15, 0.20, 0.30)
+CANDIDATES = ((3, 1), (2, 1))  # (patch size, offset)
 
 
-def _pick(means: dict[float, float]) -> tuple[float, bool]:
-    inside = [f for f in FRACS if 0.15 <= means[f] <= 0.6]
-    if inside:
-        return inside[0], True
-    return max((f for f in FRACS if means[f] < 0.6), key=lambda f: means[f], default=FRACS[0]), False
-
-
-def shapes() -> None:
-    """Random-only calibration on the shapes world (BadNets, target 0), the claim's pool sizes."""
-    cfg = ClaimConfig()
-    pools = shapes_pools(SEED, cfg.shapes_n_public, cfg.shapes_n_train, cfg.shapes_n_test)
-    trig = BadNetsTrigger(cfg.trigger.patch_size, cfg.trigger.patch_offset)
-    target, vseed = 0, 1000 * SEED + 99
-    idx = torch.where(pools.train.labels == target)[0]
-    means = {}
-    for frac in FRACS:
-        sel = HardnessSelector(None, strategy="random", budget_frac=frac, random_state=vseed)
-        sel.fit(pools.train.images[idx], idx)
-        model = train_victim(PoisonedDataset(pools.train, sel.poison_indices_, trig), cfg.victim, vseed)
-        means[frac] = attack_success_rate(model, pools.test, trig, target)
-        ca = clean_accuracy(model, pools.test)
-        print(f"shapes badnets frac={frac:.2f} random ASR={means[frac]:.3f} CA={ca:.3f}", flush=True)
-    pick, ok = _pick(means)
-    print(f"shapes: picked {pick} ({'in range' if ok else 'none in [0.15, 0.6]'})", flush=True)
-
-
-def main() -> None:
+def main(seed: int, n_train: int | None, epochs: int | None, constant: bool) -> None:
     torch.set_num_threads(1)
     cfg = ClaimConfig()
-    pools = digits_pools(SEED)
-    y = pools.train.labels
-    triggers = {
-        "badnets": BadNetsTrigger(cfg.trigger.patch_size, cfg.trigger.patch_offset),
-        "blend": BlendTrigger.noise((1, 16, 16), cfg.trigger.blend_alpha, seed=10_000 + SEED),
-    }
-    t0 = time.perf_counter()
-    for name, trig in triggers.items():
-        means = {}
-        for frac in FRACS:
-            asrs = []
-            for target in cfg.targets:
-                vseed = 1000 * SEED + target
-                idx = torch.where(y == target)[0]
-                sel = HardnessSelector(None, strategy="random", budget_frac=frac, random_state=vseed).fit(
-                    pools.train.images[idx], idx
-                )
-                model = train_victim(
-                    PoisonedDataset(pools.train, sel.poison_indices_, trig), cfg.victim, vseed
-                )
-                asrs.append(attack_success_rate(model, pools.test, trig, target))
-                print(
-                    f"{name} frac={frac:.2f} target={target} random ASR={asrs[-1]:.3f} "
-                    f"CA={clean_accuracy(model, pools.test):.3f}",
-                    flush=True,
-                )
-            means[frac] = sum(asrs) / len(asrs)
-            print(f"{name} frac={frac:.2f} mean random ASR={means[frac]:.3f}", flush=True)
-        pick, ok = _pick(means)
-        print(f"{name}: picked {pick} ({'in range' if ok else 'none in [0.15, 0.6]'})", flush=True)
-    print(f"wall {time.perf_counter() - t0:.0f} s")
+    vcfg = dataclasses.replace(
+        cfg.victim,
+        epochs=epochs or cfg.victim.epochs,
+        schedule="constant" if constant else cfg.victim.schedule,
+    )
+    pools = shapes_pools(seed, 1, n_train or cfg.shapes_n_train, cfg.shapes_n_test)
+    x, y = pools.train.images, pools.train.labels
+    target, vseed = cfg.shapes_target, 1000 * seed + 99
+    idx = torch.where(y == target)[0]
+    budget = poison_budget(cfg.budget_frac, len(idx))
+    for size, offset in CANDIDATES:
+        trig = BadNetsTrigger(size, offset)
+        gen = torch.Generator().manual_seed(vseed)
+        others = torch.where(y != target)[0]
+        pick = others[torch.randperm(len(others), generator=gen)[:budget]]
+        xd, yd = x.clone(), y.clone()
+        xd[pick], yd[pick] = trig.apply(x[pick]), target
+        sel = HardnessSelector(strategy="random", budget_frac=cfg.budget_frac, random_state=vseed).fit(
+            x[idx], idx
+        )
+        row = {}
+        for arm, ds in (
+            ("clean", pools.train),
+            ("dirty", TensorImageDataset(xd, yd)),
+            ("random", PoisonedDataset(pools.train, sel.poison_indices_, trig)),
+        ):
+            t0 = time.perf_counter()
+            model = train_victim(ds, vcfg, vseed, num_classes=pools.num_classes)
+            row[arm] = (
+                clean_accuracy(model, pools.test),
+                attack_success_rate(model, pools.test, trig, target),
+            )
+            ca, asr = row[arm]
+            print(f"{size}x{size} {arm}: CA {ca:.3f} ASR {asr:.3f} ({time.perf_counter() - t0:.0f} s)")
+        ok = row["clean"][0] >= 0.85 and row["dirty"][1] >= 0.8 and 0.1 <= row["random"][1] <= 0.6
+        print(f"{size}x{size}: {'meets' if ok else 'misses'} the preconditions", flush=True)
+        if ok:
+            break
+
+
+def _arg(name: str) -> int | None:
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else None
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(1)
-    if "--shapes-only" not in sys.argv:
-        main()
-    shapes()
+    main(_arg("--seed") or 100, _arg("--n-train"), _arg("--epochs"), "--constant" in sys.argv)

@@ -217,7 +217,7 @@ REGISTRY: dict[str, Entry] = {
             claim="poisoning the least typical target-class images beats random at equal budget",
             extra="wicked_oddities",
             smoke_s=20.0,
-            full_s=200.0,
+            full_s=240.0,
         ),
         Entry(
             name="ditto",

@@ -1,22 +1,24 @@
-"""Claim check of Wicked Oddities: at an equal low budget inside the target class, poisoning the
-least typical target images (kNN typicality in a self-supervised feature space) gives a clearly
-higher attack success rate than poisoning random target images, at similar clean accuracy.
+"""Claim check of Wicked Oddities: at an equal low budget inside the target class (10 %),
+poisoning the least typical target images (kNN typicality in a self-supervised feature space)
+gives a clearly higher attack success rate than poisoning random target images, at similar clean
+accuracy.
 
-Per seed: stratified digits pools (public / victim-train / test), a SimCLR-style encoder trained
-on the public pool only, and for each target class in {0, 3, 8} and each trigger (BadNets, Blend)
-one victim per selection strategy (random, kNN-hard, kNN-easy, mean-hard, OOD-hard and a
-full-knowledge oracle) plus one clean victim; all victims of one (target, seed) share their
-initialisation and data order. ASR and CA are averaged over the targets within a seed; the judge
-then asks for 2 of 3 seeds. kNN-easy is the negative control (it must not beat random). OOD-hard
-is its own part. SIG, the shapes world, the rate sweep and the oracle are reported only.
+Main bed, gated: the shapes world (4 shape classes, 16 x 16) with 2,000 training images, where
+the victim learns the task (CA >= 0.85), a dirty-label attack at the same budget implants
+(ASR >= 0.8), and random clean-label poisoning lands inside a window where a difference can show
+(ASR in [0.1, 0.6]). Per seed: a SimCLR-style encoder trained on the public pool only, and one
+victim per arm (clean, dirty-label, random, kNN-hard, kNN-easy, full-knowledge oracle, OOD-hard),
+all sharing their initialisation and data order. kNN-easy is the negative control; the oracle
+(the target images a clean victim fits worst) is the ceiling, and the gate asks kNN-hard for half
+of the oracle's gain over random. Second bed, reported only: digits (16 x 16), target 8.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -31,9 +33,9 @@ from iclr25._core.claims import (
     diff,
     fails,
     no_progress,
-    ratio,
     value,
 )
+from iclr25._core.convergence import curve_series, read_curve
 from iclr25.methods.wicked_oddities import (
     BadNetsTrigger,
     BlendTrigger,
@@ -43,6 +45,7 @@ from iclr25.methods.wicked_oddities import (
     PoisonedDataset,
     SIGTrigger,
     SurrogateConfig,
+    TensorImageDataset,
     Trigger,
     VictimConfig,
     attack_success_rate,
@@ -57,16 +60,33 @@ from iclr25.methods.wicked_oddities import (
     train_victim,
 )
 
-__all__ = ["CLAIM", "STRATEGIES", "run"]
+__all__ = ["ARMS", "CLAIM", "STRATEGIES", "run"]
 
-#: arm -> (selector strategy, mode)
+#: selection arms -> (selector strategy, mode)
 STRATEGIES: dict[str, tuple[str, str]] = {
     "random": ("random", "hard"),
     "knn_hard": ("knn", "hard"),
     "knn_easy": ("knn", "easy"),
-    "mean_hard": ("mean", "hard"),
     "ood_hard": ("ood_loss", "hard"),
 }
+#: every arm of the check, in the order victims are trained
+ARMS = ("clean", "dirty", "random", "knn_hard", "knn_easy", "oracle", "ood_hard")
+#: arms whose victims a gate or precondition reads, so their curves must have plateaued
+_READ = ("clean", "dirty", "random", "knn_hard", "knn_easy", "oracle")
+
+# Window of random clean-label ASR in which a hard-vs-random difference can show. Below 0.1 the
+# poison barely implants (the clean victim's trigger flip rate is ~0.01-0.05), so every selector
+# sits on the floor; above 0.6 less than 0.4 of headroom is left and all arms crowd against 1.
+_WINDOW = (0.1, 0.6)
+# The ceiling: the full-knowledge oracle must beat random by at least this much, or the bed
+# leaves no room for any selection to matter. It is also the largest drift of an ASR curve over
+# its last fifth that counts as a plateau (a drift as large as the effect would make it noise).
+_CEILING_GAIN = 0.10
+# kNN-hard must recover at least half of the oracle's gain over random (a stated-oracle bar: the
+# paper reports no table number we could trace, see README).
+_SHARE = 0.5
+# CA bar: twice the standard error of an accuracy near 0.9 on 800 test images (~0.011).
+_CA_DROP = 0.02
 
 
 def _trigger(name: str, cfg: ClaimConfig, channels: int, size: int, seed: int) -> Trigger:
@@ -81,46 +101,150 @@ def _trigger(name: str, cfg: ClaimConfig, channels: int, size: int, seed: int) -
     raise ValueError(f"unknown trigger {name!r}")
 
 
-def _budget_frac(cfg: ClaimConfig, trig: str) -> float:
-    return cfg.budget_frac_blend if trig == "blend" else cfg.budget_frac_badnets
-
-
-def _oracle_positions(model: torch.nn.Module, images: torch.Tensor, target: int, budget: int) -> torch.Tensor:
-    """Full-knowledge oracle: the target images the clean victim fits worst (highest loss)."""
-    with torch.no_grad():
-        loss = F.cross_entropy(model(images), torch.full((len(images),), target), reduction="none")
-    return select_poison(loss, budget, "hard")
-
-
-def _attack(
-    pools: ImagePools, trig: Trigger, target: int, global_idx: torch.Tensor, vcfg: VictimConfig, vseed: int
-) -> tuple[float, float]:
-    model = train_victim(
-        PoisonedDataset(pools.train, global_idx, trig), vcfg, vseed, num_classes=pools.num_classes
-    )
-    return attack_success_rate(model, pools.test, trig, target), clean_accuracy(model, pools.test)
-
-
 def _jaccard(a: torch.Tensor, b: torch.Tensor) -> float:
     sa, sb = set(a.tolist()), set(b.tolist())
     return len(sa & sb) / max(len(sa | sb), 1)
 
 
+def _probe_accuracy(encoder: object, pools: ImagePools, k: int = 10) -> float:
+    """Foundation check: k-NN (cosine) accuracy of the encoder's features, val -> train labels.
+
+    A diagnostic only: the attacker never sees labels; it says whether the feature space holds
+    the class structure the typicality score relies on.
+    """
+    assert pools.val is not None
+    ftr = F.normalize(encoder.encode(pools.train.images), dim=1)  # type: ignore[attr-defined]
+    fva = F.normalize(encoder.encode(pools.val.images), dim=1)  # type: ignore[attr-defined]
+    nn_idx = (fva @ ftr.T).topk(k, dim=1).indices  # (n_val, k)
+    votes = pools.train.labels[nn_idx]  # (n_val, k)
+    pred = torch.mode(votes, dim=1).values
+    return float((pred == pools.val.labels).float().mean())
+
+
+def _bed(
+    pools: ImagePools,
+    cfg: ClaimConfig,
+    vcfg: VictimConfig,
+    *,
+    bed: str,
+    target: int,
+    seed: int,
+    vseed: int,
+    m: dict[str, dict[str, float]],
+    notes: list[str],
+    tick: Callable[[str], None],
+) -> dict[str, list[float]]:
+    """Train every arm's victim on one bed; write ``{bed}_*`` metrics; return val ASR curves."""
+    assert pools.val is not None
+    x, y = pools.train.images, pools.train.labels
+    size = x.shape[-1]
+    trig = _trigger(cfg.trigger_name, cfg, x.shape[1], size, seed)
+    idx = torch.where(y == target)[0]
+    n_t = len(idx)
+    k = min(cfg.k, n_t - 1)  # trap 4, explicit
+    budget = poison_budget(cfg.budget_frac, n_t)
+    x_t = x[idx]  # selection sees target-class images only (trap 11)
+
+    t0 = time.perf_counter()
+    encoder = train_simclr_encoder(pools.public, cfg.surrogate, seed)  # public pool only
+    m["knn_hard"][f"{bed}_encoder_s"] = time.perf_counter() - t0
+    m["knn_hard"][f"{bed}_encoder_probe"] = _probe_accuracy(encoder, pools)
+    letters = ood_letters(cfg.n_ood_per_class, size, seed=seed)
+    ood_x = letters.images.expand(-1, x.shape[1], -1, -1).contiguous()  # grey letters, C channels
+    ood = train_ood_surrogate(x_t, ood_x, letters.labels, cfg.surrogate, seed=vseed)
+    tick(f"{bed}: surrogates")
+
+    curves: dict[str, tuple[list[float], list[float]]] = {}
+
+    def victim(arm: str, ds: TensorImageDataset | PoisonedDataset) -> torch.nn.Module:
+        ca_c: list[float] = []
+        asr_c: list[float] = []
+
+        def read(epoch: int, model: torch.nn.Module) -> None:
+            if epoch % cfg.eval_every == 0 or epoch == vcfg.epochs:
+                ca_c.append(clean_accuracy(model, pools.val))
+                asr_c.append(attack_success_rate(model, pools.val, trig, target))
+
+        model = train_victim(ds, vcfg, vseed, num_classes=pools.num_classes, on_epoch_end=read)
+        curves[arm] = (ca_c, asr_c)
+        m[arm][f"{bed}_ca"] = clean_accuracy(model, pools.test)  # final epoch (trap 8)
+        m[arm][f"{bed}_asr"] = attack_success_rate(model, pools.test, trig, target)
+        tick(f"{bed}: {arm} victim")
+        return model
+
+    clean = victim("clean", pools.train)
+    # dirty-label reference: the same number of images, drawn from the other classes, triggered
+    # and relabelled to the target; it shows the bed can implant a backdoor at this budget
+    gen = torch.Generator().manual_seed(vseed)
+    others = torch.where(y != target)[0]
+    pick = others[torch.randperm(len(others), generator=gen)[:budget]]
+    xd, yd = x.clone(), y.clone()
+    xd[pick], yd[pick] = trig.apply(x[pick]), target
+    victim("dirty", TensorImageDataset(xd, yd))
+
+    chosen: dict[str, torch.Tensor] = {}
+    for arm in ("random", "knn_hard", "knn_easy"):
+        strategy, mode = STRATEGIES[arm]
+        sel = HardnessSelector(
+            encoder, strategy=strategy, k=k, budget_frac=cfg.budget_frac, mode=mode, random_state=vseed
+        ).fit(x_t, idx)
+        chosen[arm] = sel.poison_indices_
+        victim(arm, PoisonedDataset(pools.train, sel.poison_indices_, trig))
+    # full-knowledge oracle (ceiling): the target images the clean victim fits worst
+    with torch.no_grad():
+        loss_t = F.cross_entropy(clean(x_t), torch.full((n_t,), target), reduction="none")
+    chosen["oracle"] = idx[select_poison(loss_t, budget, "hard")]
+    victim("oracle", PoisonedDataset(pools.train, chosen["oracle"], trig))
+    sel = HardnessSelector(
+        ood, strategy="ood_loss", budget_frac=cfg.budget_frac, mode="hard", random_state=vseed
+    ).fit(x_t, idx)
+    chosen["ood_hard"] = sel.poison_indices_
+    victim("ood_hard", PoisonedDataset(pools.train, sel.poison_indices_, trig))
+
+    # curves: each arm's plateau gap over the last fifth, the largest one gates
+    ca_gaps, asr_gaps = [], []
+    for arm, (ca_c, asr_c) in curves.items():
+        steps = [float(cfg.eval_every * (i + 1)) for i in range(len(ca_c))]
+        steps[-1] = float(vcfg.epochs)
+        r_ca, r_asr = read_curve(steps, ca_c), read_curve(steps, asr_c)
+        m[arm][f"{bed}_ca_gap"] = r_ca.plateau_gap
+        m[arm][f"{bed}_asr_gap"] = r_asr.plateau_gap
+        if arm in _READ:
+            ca_gaps.append(r_ca.plateau_gap)
+            if arm not in ("clean", "dirty"):
+                asr_gaps.append(r_asr.plateau_gap)
+    m["clean"][f"{bed}_max_ca_gap"] = max(ca_gaps)
+    m["clean"][f"{bed}_max_asr_gap"] = max(asr_gaps)
+
+    # gains over random as a share of the oracle's gain; the denominator is floored at the
+    # ceiling bar, so the share stays finite (and equals the plain share whenever the ceiling
+    # precondition holds)
+    rnd = m["random"][f"{bed}_asr"]
+    ceiling = max(m["oracle"][f"{bed}_asr"] - rnd, _CEILING_GAIN)
+    for arm in ("knn_hard", "knn_easy", "ood_hard"):
+        m[arm][f"{bed}_oracle_share"] = (m[arm][f"{bed}_asr"] - rnd) / ceiling
+    # who gets picked (defence-relevant): mean loss under the clean victim, overlaps
+    pos_of = {int(g): i for i, g in enumerate(idx.tolist())}
+    for arm, sel_idx in chosen.items():
+        sel_pos = torch.tensor([pos_of[int(g)] for g in sel_idx])
+        m[arm][f"{bed}_clean_loss"] = float(loss_t[sel_pos].mean())
+    m["knn_hard"][f"{bed}_jaccard_oracle"] = _jaccard(chosen["knn_hard"], chosen["oracle"])
+    m["knn_hard"][f"{bed}_jaccard_ood"] = _jaccard(chosen["knn_hard"], chosen["ood_hard"])
+    m["knn_hard"][f"{bed}_poison_of_target"] = budget / n_t
+    m["knn_hard"][f"{bed}_poison_of_train"] = budget / len(y)
+    notes.append(
+        f"{bed}: target {target}, n_t={n_t}, k={k}, budget={budget} ({budget / n_t:.3f} of the class, "
+        f"{budget / len(y):.4f} of the training set); kNN-hard global indices {chosen['knn_hard'].tolist()}"
+    )
+    return {arm: asr for arm, (_, asr) in curves.items()}
+
+
 def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress) -> RunResult:
     """One seed of the check (see the module docstring)."""
-    del device  # CPU-scale check
     t0 = time.perf_counter()
-    arms = ["clean", *STRATEGIES, "oracle"]
-    m: dict[str, dict[str, float]] = {a: {} for a in arms}
+    m: dict[str, dict[str, float]] = {arm: {} for arm in ARMS}
     notes: list[str] = []
-    pools = digits_pools(seed)
-    size = pools.public.shape[-1]
-    encoder = train_simclr_encoder(pools.public, cfg.surrogate, seed)
-    letters = ood_letters(cfg.n_ood_per_class, size, seed=seed)
-    x, y = pools.train.images, pools.train.labels
-    n_sig = 2 if cfg.sig else 0
-    n_sweep = 3 * sum(1 for r in cfg.rate_multipliers if r != 1.0)
-    total = len(cfg.targets) * (1 + len(cfg.triggers) * (len(STRATEGIES) + 1) + n_sig) + n_sweep
+    total = 8 + (8 if cfg.digits else 0)
     done = 0
 
     def tick(stage: str) -> None:
@@ -128,343 +252,234 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         done += 1
         progress(stage, done, total)
 
-    per: dict[tuple[str, str, str], list[float]] = {}  # (arm, trigger, metric) -> per-target values
-
-    def add(arm: str, trig: str, metric: str, v: float) -> None:
-        per.setdefault((arm, trig, metric), []).append(v)
-
-    for target in cfg.targets:
-        vseed = 1000 * seed + target  # one init and data order per (target, seed): paired runs
-        idx = torch.where(y == target)[0]
-        n_t = len(idx)
-        k = min(cfg.k, n_t - 1)  # trap 4, explicit
-        x_t = x[idx]  # selection sees target-class images only (trap 11)
-        ood = train_ood_surrogate(x_t, letters.images, letters.labels, cfg.surrogate, seed=vseed)
-        clean = train_victim(pools.train, cfg.victim, vseed, num_classes=pools.num_classes)
-        tick("clean victims")
-        clean_ca = clean_accuracy(clean, pools.test)
-        triggers = list(cfg.triggers) + (["sig"] if cfg.sig else [])
-        for trig_name in triggers:
-            trig = _trigger(trig_name, cfg, x.shape[1], size, seed)
-            frac = _budget_frac(cfg, trig_name)
-            add("clean", trig_name, "ca", clean_ca)
-            add("clean", trig_name, "asr", attack_success_rate(clean, pools.test, trig, target))
-            chosen: dict[str, torch.Tensor] = {}
-            hardness: dict[str, torch.Tensor] = {}
-            gated = trig_name != "sig"
-            for arm, (strategy, mode) in STRATEGIES.items():
-                if not gated and arm not in ("random", "knn_hard"):
-                    continue
-                sel = HardnessSelector(
-                    ood if strategy == "ood_loss" else encoder,
-                    strategy=strategy,
-                    k=k,
-                    budget_frac=frac,
-                    mode=mode,
-                    random_state=vseed,
-                ).fit(x_t, idx)
-                chosen[arm], hardness[arm] = sel.poison_indices_, sel.hardness_
-                asr, ca = _attack(pools, trig, target, sel.poison_indices_, cfg.victim, vseed)
-                add(arm, trig_name, "asr", asr)
-                add(arm, trig_name, "ca", ca)
-                tick(f"victims ({trig_name})")
-            if not gated:
-                continue
-            budget = poison_budget(frac, n_t)
-            pos = _oracle_positions(clean, x_t, target, budget)
-            asr, ca = _attack(pools, trig, target, idx[pos], cfg.victim, vseed)
-            add("oracle", trig_name, "asr", asr)
-            add("oracle", trig_name, "ca", ca)
-            tick(f"victims ({trig_name})")
-            # defence-relevant: who gets selected
-            with torch.no_grad():
-                loss_t = F.cross_entropy(clean(x_t), torch.full((n_t,), target), reduction="none")
-            pos_of = {int(g): i for i, g in enumerate(idx.tolist())}
-            for arm in ("random", "knn_hard", "knn_easy", "ood_hard"):
-                sel_pos = torch.tensor([pos_of[int(g)] for g in chosen[arm]])
-                add(arm, trig_name, "clean_loss", float(loss_t[sel_pos].mean()))
-            add("knn_hard", trig_name, "jaccard_ood", _jaccard(chosen["knn_hard"], chosen["ood_hard"]))
-            add("knn_hard", trig_name, "jaccard_oracle", _jaccard(chosen["knn_hard"], idx[pos]))
-            add("knn_hard", trig_name, "poison_of_target", budget / n_t)
-            add("knn_hard", trig_name, "poison_of_train", budget / len(y))
-            if trig_name == cfg.triggers[0]:
-                notes.append(
-                    f"target {target}: n_t={n_t}, k={k}, budget={budget} ({budget / n_t:.3f} of the class, "
-                    f"{budget / len(y):.4f} of the training set); kNN-hard global indices "
-                    f"{chosen['knn_hard'].tolist()}"
-                )
-            # ASR against poison rate (figure), one trigger and target
-            if trig_name == cfg.sweep_trigger and target == cfg.sweep_target:
-                for mult in cfg.rate_multipliers:
-                    f_m = min(1.0, frac * mult)
-                    for arm in ("random", "knn_hard", "knn_easy"):
-                        if mult == 1.0:
-                            asr = per[(arm, trig_name, "asr")][-1]
-                        else:
-                            strategy, mode = STRATEGIES[arm]
-                            sel = HardnessSelector(
-                                encoder,
-                                strategy=strategy,
-                                k=k,
-                                budget_frac=f_m,
-                                mode=mode,
-                                random_state=vseed,
-                            ).fit(x_t, idx)
-                            asr, _ = _attack(pools, trig, target, sel.poison_indices_, cfg.victim, vseed)
-                            tick("rate sweep")
-                        add(arm, "sweep", f"{mult:g}", asr)
-
-    for (arm, trig_name, metric), vals in per.items():
-        if trig_name == "sweep":
-            continue
-        m[arm][f"{trig_name}_{metric}"] = float(np.mean(vals))
-        if metric == "asr":
-            for target, v in zip(cfg.targets, vals, strict=True):
-                m[arm][f"{trig_name}_asr_t{target}"] = v
-    series: dict[str, Series] = {}
-    rates = [min(1.0, _budget_frac(cfg, cfg.sweep_trigger) * r) for r in cfg.rate_multipliers]
-    series["asr_vs_rate"] = Series(
-        title=f"ASR vs poison rate ({cfg.sweep_trigger}, target {cfg.sweep_target})",
-        xlabel="poisoned share of the target class",
-        ylabel="attack success rate",
-        x=rates,
-        lines={
-            arm: [per[(arm, "sweep", f"{r:g}")][0] for r in cfg.rate_multipliers]
-            for arm in ("random", "knn_hard", "knn_easy")
-        },
+    shapes = shapes_pools(
+        seed, cfg.shapes_n_public, cfg.shapes_n_train, cfg.shapes_n_test, n_val=cfg.shapes_n_val
     )
-    for trig_name in cfg.triggers:
-        series[f"asr_by_target_{trig_name}"] = Series(
-            title=f"ASR per target ({trig_name})",
-            xlabel="target class",
+    curves = _bed(
+        shapes,
+        cfg,
+        cfg.victim,
+        bed="shapes",
+        target=cfg.shapes_target,
+        seed=seed,
+        vseed=1000 * seed + 99,
+        m=m,
+        notes=notes,
+        tick=tick,
+    )
+    steps = [float(cfg.eval_every * (i + 1)) for i in range(len(curves["random"]))]
+    steps[-1] = float(cfg.victim.epochs)
+    series: dict[str, Series] = {
+        "asr_curves": curve_series(
+            f"Validation ASR while training (shapes, {cfg.trigger_name}, {cfg.budget_frac:.0%} of class)",
+            {a: read_curve(steps, curves[a]) for a in ("random", "knn_hard", "knn_easy", "oracle", "dirty")},
+            xlabel="epoch",
+            ylabel="attack success rate (validation)",
+        ),
+        "asr_by_arm": Series(
+            title="Test ASR per arm (shapes; digits)",
+            xlabel="bed (0 = shapes, 1 = digits)",
             ylabel="attack success rate",
-            x=[float(t) for t in cfg.targets],
-            lines={arm: per[(arm, trig_name, "asr")] for arm in (*STRATEGIES, "oracle")},
+            x=[0.0, 1.0] if cfg.digits else [0.0],
+            lines={},
             kind="bar",
+        ),
+    }
+    if cfg.digits:
+        digits = digits_pools(seed, val_share=cfg.digits_val_share)
+        _bed(
+            digits,
+            cfg,
+            cfg.digits_victim,
+            bed="digits",
+            target=cfg.digits_target,
+            seed=seed,
+            vseed=1000 * seed + cfg.digits_target,
+            m=m,
+            notes=notes,
+            tick=tick,
         )
-    if cfg.shapes:
-        _shapes(cfg, seed, m)
+    beds = ("shapes", "digits") if cfg.digits else ("shapes",)
+    series["asr_by_arm"].lines = {arm: [m[arm][f"{b}_asr"] for b in beds] for arm in ARMS}
     m["knn_hard"]["wall_s"] = time.perf_counter() - t0
     return RunResult(metrics=m, series=series, notes=notes)
-
-
-def _shapes(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
-    """Reported only: BadNets on the shapes world (4 shape classes), target 0, one victim per arm."""
-    pools = shapes_pools(seed, cfg.shapes_n_public, cfg.shapes_n_train, cfg.shapes_n_test)
-    encoder = train_simclr_encoder(pools.public, cfg.surrogate, seed)
-    x, y = pools.train.images, pools.train.labels
-    target, vseed = 0, 1000 * seed + 99
-    idx = torch.where(y == target)[0]
-    k = min(cfg.k, len(idx) - 1)
-    trig = _trigger("badnets", cfg, x.shape[1], x.shape[-1], seed)
-    clean = train_victim(pools.train, cfg.victim, vseed, num_classes=pools.num_classes)
-    m["clean"]["shapes_ca"] = clean_accuracy(clean, pools.test)
-    m["clean"]["shapes_asr"] = attack_success_rate(clean, pools.test, trig, target)
-    for arm in ("random", "knn_hard", "knn_easy"):
-        strategy, mode = STRATEGIES[arm]
-        sel = HardnessSelector(
-            encoder,
-            strategy=strategy,
-            k=k,
-            budget_frac=cfg.shapes_budget_frac,
-            mode=mode,
-            random_state=vseed,
-        ).fit(x[idx], idx)
-        m[arm]["shapes_asr"], m[arm]["shapes_ca"] = _attack(
-            pools, trig, target, sel.poison_indices_, cfg.victim, vseed
-        )
 
 
 _FULL = ClaimConfig()
 _SMOKE = dataclasses.replace(
     ClaimConfig(),
-    targets=(0,),
-    rate_multipliers=(1.0, 2.0),
     shapes_n_public=64,
-    shapes_n_train=120,
+    shapes_n_train=160,
+    shapes_n_val=40,
     shapes_n_test=80,
-    n_ood_per_class=10,
-    surrogate=SurrogateConfig(epochs=2, ood_epochs=5),
+    n_ood_per_class=5,
+    eval_every=2,
+    surrogate=SurrogateConfig(epochs=2, ood_epochs=3),
     victim=VictimConfig(epochs=4),
+    digits_victim=VictimConfig(epochs=4),
 )
 
-_MAIN, _OOD = "kNN selection beats random", "OOD selection beats random"
+_MAIN = "kNN selection beats random (shapes)"
+_PAPER = "Tables 2-3: kNN-hard above random at rate 0.1 (bar: half the oracle's gain, stated oracle)"
+
+
+def _bed_criteria(bed: str, gating: bool) -> list[Criterion]:
+    """Preconditions, gates and controls of one bed (report-only rows when ``gating`` is False)."""
+    part = _MAIN if gating else ""
+    tag = "" if gating else f"Reported only ({bed}): "
+    kw: dict[str, object] = {"part": part} if gating else {"gating": False}
+    # on a report-only bed the preconditions are report-only rows too
+    pre: dict[str, object] = {"precondition": True, **kw} if gating else kw
+    conv: dict[str, object] = {"convergence": True} if gating else {}
+    lo, hi = _WINDOW
+    out: list[Criterion] = [
+        value(
+            f"clean.{bed}_ca",
+            ">=",
+            0.85,
+            name=f"{bed}_victim_learns",
+            explain=f"{tag}Precondition: the clean victim reaches 85 % test accuracy (it learns the world).",
+            **pre,
+        ),
+        value(
+            f"dirty.{bed}_asr",
+            ">=",
+            0.8,
+            name=f"{bed}_dirty_implants",
+            explain=f"{tag}Precondition: a dirty-label attack with the same number of poisoned images "
+            "reaches ASR 0.8 (the bed can implant a backdoor at this budget at all).",
+            **pre,
+        ),
+        value(
+            f"random.{bed}_asr",
+            ">=",
+            lo,
+            name=f"{bed}_random_in_window_low",
+            explain=f"{tag}Precondition: random clean-label ASR is at least {lo:g}, above the clean "
+            "victim's flip floor, so the poison implants at all.",
+            **pre,
+        ),
+        value(
+            f"random.{bed}_asr",
+            "<=",
+            hi,
+            name=f"{bed}_random_in_window_high",
+            explain=f"{tag}Precondition: random clean-label ASR is at most {hi:g}, leaving headroom "
+            "for a better selection to show.",
+            **pre,
+        ),
+        diff(
+            f"oracle.{bed}_asr",
+            f"random.{bed}_asr",
+            ">=",
+            _CEILING_GAIN,
+            name=f"{bed}_ceiling_room",
+            explain=f"{tag}Precondition (ceiling): the full-knowledge oracle, which poisons the target "
+            f"images a clean victim fits worst, beats random by at least {_CEILING_GAIN:g} ASR, so "
+            "selection can matter in this bed.",
+            **pre,
+        ),
+        value(
+            f"clean.{bed}_max_ca_gap",
+            "<=",
+            _CA_DROP,
+            name=f"{bed}_victims_converged_ca",
+            **conv,
+            explain=f"{tag}Precondition: every victim a gate reads has plateaued: its validation CA moved "
+            f"at most {_CA_DROP:g} over the last fifth of training (largest gap over the victims).",
+            **pre,
+        ),
+        value(
+            f"clean.{bed}_max_asr_gap",
+            "<=",
+            _CEILING_GAIN,
+            name=f"{bed}_victims_converged_asr",
+            **conv,
+            explain=f"{tag}Precondition: the validation ASR of every poisoned victim a gate reads moved "
+            f"at most {_CEILING_GAIN:g} over the last fifth of training (less than the ceiling bar).",
+            **pre,
+        ),
+    ]
+    gate_kw: dict[str, object] = {"part": part} if gating else {"gating": False}
+    out += [
+        value(
+            f"knn_hard.{bed}_oracle_share",
+            ">=",
+            _SHARE,
+            name=f"{bed}_knn_share",
+            paper=_PAPER,
+            falsifier=f"ctrl_{bed}_easy_share" if gating else "",
+            explain=f"{tag}kNN-hard's ASR gain over random is at least half of the full-knowledge "
+            "oracle's gain over random.",
+            **gate_kw,
+        ),
+        diff(
+            f"knn_hard.{bed}_ca",
+            f"clean.{bed}_ca",
+            ">=",
+            -_CA_DROP,
+            name=f"{bed}_ca_kept",
+            paper="Tables 2-3: CA close to clean",
+            falsifier="tests/methods/wicked_oddities/test_wicked_claim.py::"
+            "test_ca_gate_fails_when_poison_destroys_the_target_class"
+            if gating
+            else "",
+            explain=f"{tag}The kNN-hard victim's clean accuracy is at most {_CA_DROP:g} below the clean "
+            "victim's.",
+            **gate_kw,
+        ),
+        fails(
+            value(
+                f"knn_easy.{bed}_oracle_share",
+                ">=",
+                _SHARE,
+                name=f"ctrl_{bed}_easy_share",
+                explain=f"{tag}Control: poisoning the most typical images (the score's sign reversed) "
+                "does not recover half of the oracle's gain.",
+                **gate_kw,
+            )
+        ),
+        value(
+            f"ood_hard.{bed}_oracle_share",
+            ">",
+            0.0,
+            name=f"{bed}_ood_above_random",
+            gating=False,
+            explain=f"Reported only ({bed}): selection by the OOD surrogate's loss beats random.",
+        ),
+        diff(
+            f"knn_hard.{bed}_clean_loss",
+            f"random.{bed}_clean_loss",
+            ">",
+            0.0,
+            name=f"{bed}_selected_are_hard",
+            gating=False,
+            explain=f"Reported only ({bed}, defence-relevant): the images kNN-hard picks have a higher "
+            "loss under the clean victim than random picks.",
+        ),
+        value(
+            f"clean.{bed}_asr",
+            "<=",
+            0.05,
+            name=f"{bed}_clean_flip",
+            gating=False,
+            explain=f"Reported only ({bed}): the clean victim's trigger flip rate, the ASR floor.",
+        ),
+        value(
+            f"knn_hard.{bed}_encoder_probe",
+            ">=",
+            0.5,
+            name=f"{bed}_encoder_probe",
+            gating=False,
+            explain=f"Reported only ({bed}): 10-NN accuracy of the SimCLR features (validation images "
+            "against training labels), a check that the encoder holds class structure.",
+        ),
+    ]
+    return out
 
 
 def _criteria() -> tuple[Criterion, ...]:
-    out: list[Criterion] = [
-        value(
-            "clean.badnets_ca",
-            ">=",
-            0.85,
-            name="victim_learns_digits",
-            precondition=True,
-            explain="Precondition: the clean victim reaches 85 % test accuracy on 16 x 16 digits (it can "
-            "learn the world at all).",
-        )
-    ]
-    for t in ("badnets", "blend"):
-        label = {"badnets": "BadNets", "blend": "Blend"}[t]
-        out += [
-            diff(
-                f"knn_hard.{t}_asr",
-                f"random.{t}_asr",
-                ">=",
-                0.10,
-                name=f"asr_gain_{t}",
-                part=_MAIN,
-                paper="Tables 2-3: kNN-hard well above random at rate 0.1",
-                falsifier=f"ctrl_easy_gain_{t}",
-                explain=f"{label}: kNN-hard selection's ASR (mean over targets 0, 3, 8) is at least 10 "
-                "points above random selection's at the same budget.",
-            ),
-            ratio(
-                f"knn_hard.{t}_asr",
-                f"random.{t}_asr",
-                ">=",
-                1.25,
-                name=f"asr_ratio_{t}",
-                part=_MAIN,
-                paper="Tables 2-3",
-                falsifier=f"ctrl_easy_ratio_{t}",
-                explain=f"{label}: kNN-hard's ASR is at least 1.25 times random's.",
-            ),
-            diff(
-                f"knn_hard.{t}_ca",
-                f"clean.{t}_ca",
-                ">=",
-                -0.02,
-                name=f"ca_kept_{t}",
-                part=_MAIN,
-                paper="Tables 2-3: CA within about 1 point of clean",
-                falsifier="tests/methods/wicked_oddities/test_wicked_claim.py::test_ca_gate_fails_when_poison_destroys_the_target_class",
-                explain=f"{label}: clean accuracy of the kNN-hard victim is at most 2 points below the clean "
-                "victim's.",
-            ),
-            fails(
-                diff(
-                    f"knn_easy.{t}_asr",
-                    f"random.{t}_asr",
-                    ">=",
-                    0.10,
-                    name=f"ctrl_easy_gain_{t}",
-                    part=_MAIN,
-                    explain=f"{label}: poisoning the most typical images (kNN-easy) does not gain 10 points "
-                    "of ASR over random.",
-                )
-            ),
-            fails(
-                ratio(
-                    f"knn_easy.{t}_asr",
-                    f"random.{t}_asr",
-                    ">=",
-                    1.25,
-                    name=f"ctrl_easy_ratio_{t}",
-                    part=_MAIN,
-                    explain=f"{label}: kNN-easy's ASR is not 1.25 times random's.",
-                )
-            ),
-            fails(
-                diff(
-                    f"knn_easy.{t}_asr",
-                    f"random.{t}_asr",
-                    ">",
-                    0.02,
-                    name=f"ctrl_easy_not_above_{t}",
-                    part=_MAIN,
-                    explain=f"{label}: kNN-easy's ASR is at most 2 points above random's (else a sign or "
-                    "index bug).",
-                )
-            ),
-            diff(
-                f"ood_hard.{t}_asr",
-                f"random.{t}_asr",
-                ">=",
-                0.05,
-                name=f"ood_gain_{t}",
-                part=_OOD,
-                paper="Sec. 4: OOD surrogate above random",
-                falsifier=f"ctrl_easy_gain_{t}",
-                explain=f"{label}: selection by the OOD surrogate's loss gives at least 5 points more ASR "
-                "than random.",
-            ),
-            diff(
-                f"knn_hard.{t}_asr",
-                f"ood_hard.{t}_asr",
-                ">=",
-                0.0,
-                name=f"knn_vs_ood_{t}",
-                gating=False,
-                explain=f"Reported only ({label}): kNN-hard's ASR is at least OOD-hard's.",
-            ),
-            diff(
-                f"mean_hard.{t}_asr",
-                f"random.{t}_asr",
-                ">=",
-                0.10,
-                name=f"mean_gain_{t}",
-                gating=False,
-                explain=f"Reported only ({label}): the mean-similarity variant's gain over random.",
-            ),
-            diff(
-                f"oracle.{t}_asr",
-                f"random.{t}_asr",
-                ">=",
-                0.10,
-                name=f"oracle_gain_{t}",
-                gating=False,
-                explain=f"Reported only ({label}): the full-knowledge oracle (highest clean-victim loss) "
-                "over random, a ceiling the threat model does not allow.",
-            ),
-            value(
-                f"clean.{t}_asr",
-                "<=",
-                0.05,
-                name=f"clean_flip_{t}",
-                gating=False,
-                explain=f"Reported only ({label}): the clean victim's trigger flip rate, the ASR floor.",
-            ),
-            diff(
-                f"knn_hard.{t}_clean_loss",
-                f"random.{t}_clean_loss",
-                ">",
-                0.0,
-                name=f"selected_are_hard_{t}",
-                gating=False,
-                explain=f"Reported only ({label}, defence-relevant): the images kNN-hard picks have a higher "
-                "loss under the clean victim than random picks.",
-            ),
-        ]
-    out += [
-        diff(
-            "knn_hard.sig_asr",
-            "random.sig_asr",
-            ">=",
-            0.10,
-            name="asr_gain_sig",
-            gating=False,
-            explain="Reported only: the gain rule with the SIG trigger.",
-        ),
-        diff(
-            "knn_hard.shapes_asr",
-            "random.shapes_asr",
-            ">=",
-            0.10,
-            name="asr_gain_shapes",
-            gating=False,
-            explain="Reported only: the gain rule on the shapes world (BadNets, target 0, 4 shape classes).",
-        ),
-        diff(
-            "knn_easy.shapes_asr",
-            "random.shapes_asr",
-            "<=",
-            0.02,
-            name="easy_not_above_shapes",
-            gating=False,
-            explain="Reported only: kNN-easy is not above random on the shapes world.",
-        ),
-    ]
-    return tuple(out)
+    return (*_bed_criteria("shapes", True), *_bed_criteria("digits", False))
 
 
 CLAIM = Claim(
@@ -480,39 +495,40 @@ CLAIM = Claim(
         "With access to target-class data only, poisoning the least typical target images (lowest kNN "
         "similarity in a pretrained self-supervised feature space) gives a clean-label backdoor a much "
         "higher attack success rate than poisoning random target images at the same budget, with "
-        "similar clean accuracy; an OOD-surrogate loss also beats random."
+        "similar clean accuracy."
     ),
     arms={
         "clean": "victim trained without poison (CA reference, trigger flip-rate floor)",
+        "dirty": "dirty-label reference: the same number of other-class images, triggered and relabelled",
         "random": "random target images (the paper's baseline)",
         "knn_hard": "least typical target images, kNN on the SimCLR encoder (the method)",
         "knn_easy": "control: most typical target images (the score's sign reversed)",
-        "mean_hard": "least similar to the mean feature (variant, reported only)",
-        "ood_hard": "highest loss of the target class under a (K+1)-way OOD surrogate",
-        "oracle": "full knowledge: highest loss under the clean victim (reported only)",
+        "oracle": "ceiling, full knowledge: the target images a clean victim fits worst",
+        "ood_hard": "highest loss under a (K+1)-way OOD surrogate (reported only)",
     },
     criteria=_criteria(),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=200.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=240.0),
     },
     run_fn=run,
-    headline="asr_gain_badnets",
-    figure="asr_vs_rate",
+    headline="shapes_knn_share",
+    figure="asr_curves",
     deviations=(
-        "CPU scale: scikit-learn digits upsampled to 16 x 16 (public 449 / train 898 / test 450, stratified) "
-        "instead of CIFAR-10; about 90 images per class, so the budget is a handful of images.",
-        "Surrogate: a 3-layer CNN trained with NT-Xent on the public pool (not VICReg ResNet-50 on "
-        "ImageNet); k = min(10, n_t - 1) (paper: 50).",
+        "CPU scale: the shapes world (4 shape classes, 16 x 16; 2,000 training, 400 validation, 800 test "
+        "images, 600 public) instead of CIFAR-10; one target (0). Digits (16 x 16, target 8) are a "
+        "second bed, reported only.",
+        "Surrogate: a 3-layer CNN trained with NT-Xent on the public pool inside the claim (not VICReg "
+        "ResNet-50 on ImageNet); k = min(10, n_t - 1) (paper: 50).",
         "OOD surrogate: an MLP on letters A-J from Pillow's built-in font (paper: ResNet-18 on 100 "
-        "TinyImageNet classes).",
-        "Victim: a 2-conv CNN (8/16 channels), Adam lr 1e-3, wd 5e-4, 30 epochs, batch 64, random 1-px "
-        "shift (paper: ResNet-18, SGD, 300 epochs, crop/rotation/flip).",
-        "Triggers: BadNets 3 x 3 {0, 1} checkerboard 1 px from the bottom-right corner (official: +-1, "
-        "unclipped, 5 px in at 32 px); Blend alpha 0.2 with a seeded noise pattern; SIG delta 0.1, f = 2.",
-        "ASR and CA are means over targets 0, 3, 8 inside each seed; the judge then needs 2 of 3 seeds "
-        "(the spec pools targets x 5 seeds).",
-        "The poison budget was calibrated once with random selection only on seed 100 (README): no budget "
-        "of {10, 15, 20, 30} % reached a random ASR of 0.15, so both triggers use 30 % (paper: 10 %).",
+        "TinyImageNet classes); reported only.",
+        "Victim: a 2-conv CNN (16/32 channels), Adam lr 1e-3, wd 5e-4, batch 64, random 1-px shift, 80 "
+        "epochs on shapes and 60 on digits (paper: ResNet-18, SGD, 300 epochs, crop/rotation/flip).",
+        "Trigger: BadNets 2 x 2 {0, 1} checkerboard 1 px from the bottom-right corner, chosen by a "
+        "random-only calibration (README); the paper's 3 x 3 at 32 px covers 0.9 % of the image, 2 x 2 "
+        "at 16 px 1.6 %. Official: +-1, unclipped. Blend and SIG are in the library, not in the check.",
+        "Thresholds: no table value of the paper could be traced, so the gate is relative to a stated "
+        "oracle: kNN-hard must reach half of the full-knowledge oracle's ASR gain over random; the "
+        "oracle must itself beat random by 0.10 (precondition).",
     ),
 )

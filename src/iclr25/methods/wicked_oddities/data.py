@@ -29,10 +29,12 @@ __all__ = [
     "PoisonedDataset",
     "TensorImageDataset",
     "TriggeredTestSet",
+    "dataset_labels",
     "digits_pools",
     "load_cifar10",
     "load_image_folder",
     "ood_letters",
+    "poison_image",
     "shapes_pools",
     "stack_dataset",
 ]
@@ -62,19 +64,81 @@ class TensorImageDataset(Dataset):
 
 
 def stack_dataset(ds: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    """All items of ``ds`` stacked: images (N, C, H, W) and labels (N,)."""
+    """All items of ``ds`` stacked: images (N, C, H, W) and labels (N,).
+
+    Raises:
+        TypeError: the items are not tensors (e.g. PIL images: give the dataset a transform
+            such as ``v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])``).
+    """
     items = [ds[i] for i in range(len(ds))]  # type: ignore[arg-type]
+    if items and not isinstance(items[0][0], torch.Tensor):
+        raise TypeError(
+            f"dataset items must be image tensors to stack, got {type(items[0][0]).__name__}; "
+            "add a transform that converts them (e.g. v2.ToImage() and v2.ToDtype(torch.float32, scale=True))"
+        )
     return torch.stack([x for x, _ in items]), torch.tensor([int(y) for _, y in items])
+
+
+def dataset_labels(ds: Dataset) -> torch.Tensor:
+    """The labels of a dataset, shape (N,): its ``targets`` or ``labels`` attribute if it has one
+    (torchvision datasets keep ``targets``), else read item by item."""
+    for name in ("targets", "labels"):
+        lab = getattr(ds, name, None)
+        if lab is not None and len(lab) == len(ds):  # type: ignore[arg-type]
+            return torch.as_tensor(lab).long().reshape(-1)
+    return torch.tensor([int(ds[i][1]) for i in range(len(ds))], dtype=torch.long)  # type: ignore[arg-type]
+
+
+def poison_image(x: object, trigger: Trigger) -> object:
+    """Put ``trigger`` on one raw image and return it in the type it came in.
+
+    A float tensor (C, H, W) in [0, 1] goes straight to the trigger. A uint8 tensor (C, H, W) and
+    a PIL image (mode "L" or "RGB") are scaled to [0, 1], triggered, and rounded back to 8 bits,
+    so a poisoned item has the type, dtype and mode of a clean one and the dataset's transform
+    handles both alike (a poisoned file on disk is 8-bit too).
+
+    Raises:
+        TypeError: any other item type (numpy arrays: wrap them as tensors (C, H, W) first).
+        ValueError: a PIL mode other than "L" or "RGB".
+
+    Example:
+        >>> from PIL import Image
+        >>> from iclr25.methods.wicked_oddities.triggers import BadNetsTrigger
+        >>> img = poison_image(Image.new("RGB", (6, 6)), BadNetsTrigger(2, 0))
+        >>> img.mode, img.getpixel((4, 4)), img.getpixel((5, 4))
+        ('RGB', (255, 255, 255), (0, 0, 0))
+    """
+    if isinstance(x, torch.Tensor):
+        if x.is_floating_point():
+            return trigger.apply(x)
+        if x.dtype == torch.uint8:
+            return (trigger.apply(x.float() / 255.0) * 255.0).round().to(torch.uint8)
+        raise TypeError(f"image tensors must be float in [0, 1] or uint8, got {x.dtype}")
+    from PIL import Image
+    from torchvision.transforms.functional import pil_to_tensor, to_pil_image
+
+    if isinstance(x, Image.Image):
+        if x.mode not in ("L", "RGB"):
+            raise ValueError(f"PIL images must have mode 'L' or 'RGB', got {x.mode!r}; convert them first")
+        out = poison_image(pil_to_tensor(x), trigger)  # uint8 (C, H, W)
+        return to_pil_image(out, mode=x.mode)
+    raise TypeError(f"images must be PIL images or tensors (C, H, W), got {type(x).__name__}")
 
 
 class PoisonedDataset(Dataset):
     """The victim's training set with the trigger on the selected images; labels untouched.
 
+    Works over any map-style dataset of (image, label) whose images are PIL images or tensors
+    (C, H, W), e.g. a torchvision dataset built **without** its own transform: the trigger must
+    act on raw pixels, so the transform (augmentation, conversion, normalisation) goes here and
+    runs after the trigger (trap 6).
+
     Args:
-        base: a dataset of (image (C, H, W) in [0, 1], label).
+        base: a dataset of (image, label); images are PIL ("L"/"RGB"), uint8 tensors or float
+            tensors in [0, 1] (see :func:`poison_image`).
         poison_indices: global indices of the images that carry the trigger.
         trigger: the trigger.
-        transform: applied after the trigger (augmentation, normalisation).
+        transform: applied after the trigger, to poisoned and clean items alike.
 
     Example:
         >>> from iclr25.methods.wicked_oddities.triggers import BadNetsTrigger
@@ -108,17 +172,17 @@ class PoisonedDataset(Dataset):
         """Whether item ``i`` carries the trigger."""
         return i in self._poisoned
 
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+    def __getitem__(self, i: int) -> tuple[object, int]:
         x, y = self.base[i]
         if i in self._poisoned:
-            x = self.trigger.apply(x[None])[0]  # trigger on the raw image, before the transform
+            x = poison_image(x, self.trigger)  # trigger on the raw image, before the transform
         if self.transform is not None:
             x = self.transform(x)
         return x, int(y)
 
     def poison_rates(self, target: int) -> dict[str, float]:
         """The poison rate as a share of the target class and of the whole training set."""
-        labels = torch.tensor([int(self.base[i][1]) for i in range(len(self))])
+        labels = dataset_labels(self.base)
         n_t = int((labels == target).sum())
         if len(self.poison_indices) and not bool((labels[self.poison_indices] == target).all()):
             raise ValueError("clean-label poisoning: every poisoned image must belong to the target class")
@@ -130,7 +194,7 @@ class TriggeredTestSet(Dataset):
     """Triggered test images, by default only those whose true label is not the target.
 
     Args:
-        base: a dataset of (image (C, H, W) in [0, 1], label).
+        base: a dataset of (image, label), images as in :class:`PoisonedDataset`.
         trigger: the trigger, applied to the raw image.
         target: the attacker's target class.
         exclude_target: drop target-class images (trap 7: keeping them inflates ASR by ~1/C).
@@ -152,15 +216,15 @@ class TriggeredTestSet(Dataset):
         transform: Transform | None = None,
     ) -> None:
         self.base, self.trigger, self.target, self.transform = base, trigger, int(target), transform
-        n = len(base)  # type: ignore[arg-type]
-        self.indices = [i for i in range(n) if not (exclude_target and int(base[i][1]) == target)]
+        labels = dataset_labels(base)
+        self.indices = [i for i in range(len(labels)) if not (exclude_target and int(labels[i]) == target)]
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, j: int) -> tuple[torch.Tensor, int]:
+    def __getitem__(self, j: int) -> tuple[object, int]:
         x, y = self.base[self.indices[j]]
-        x = self.trigger.apply(x[None])[0]
+        x = poison_image(x, self.trigger)
         if self.transform is not None:
             x = self.transform(x)
         return x, int(y)
@@ -168,16 +232,21 @@ class TriggeredTestSet(Dataset):
 
 @dataclass
 class ImagePools:
-    """Disjoint pools: ``public`` (unlabeled, for the attacker's encoder), ``train``, ``test``."""
+    """Disjoint pools: ``public`` (unlabeled, for the attacker's encoder), ``train``, ``test``,
+    and optionally ``val`` (the victim owner's held-out images, read for learning curves only)."""
 
     public: torch.Tensor
     train: TensorImageDataset
     test: TensorImageDataset
     num_classes: int
+    val: TensorImageDataset | None = None
 
 
 def digits_pools(
-    seed: int, upsample: int = 16, fractions: tuple[float, float, float] = (0.25, 0.5, 0.25)
+    seed: int,
+    upsample: int = 16,
+    fractions: tuple[float, float, float] = (0.25, 0.5, 0.25),
+    val_share: float = 0.0,
 ) -> ImagePools:
     """scikit-learn digits split into stratified, seeded public / train / test pools.
 
@@ -185,6 +254,7 @@ def digits_pools(
         seed: split seed.
         upsample: output side in pixels (bilinear from 8 x 8; 8 keeps the original).
         fractions: public, train and test shares (sum 1).
+        val_share: share of the train pool held out as ``val`` (stratified; 0 = none).
 
     Returns:
         :class:`ImagePools` with images (N, 1, upsample, upsample) in [0, 1].
@@ -209,16 +279,26 @@ def digits_pools(
         rest, train_size=fractions[1] / (fractions[1] + fractions[2]), random_state=seed, stratify=y[rest]
     )
     yt = torch.tensor(y)
+    val = None
+    if val_share > 0:
+        if not val_share < 1:
+            raise ValueError(f"val_share must lie in [0, 1), got {val_share}")
+        tr, va = train_test_split(tr, test_size=val_share, random_state=seed, stratify=y[tr])
+        val = TensorImageDataset(x[va], yt[va])
     return ImagePools(
         public=x[pub],
         train=TensorImageDataset(x[tr], yt[tr]),
         test=TensorImageDataset(x[te], yt[te]),
         num_classes=10,
+        val=val,
     )
 
 
-def shapes_pools(seed: int, n_public: int = 400, n_train: int = 400, n_test: int = 400) -> ImagePools:
-    """The shared shapes world at 16 x 16 with 4 shape classes; splits are independent streams.
+def shapes_pools(
+    seed: int, n_public: int = 400, n_train: int = 400, n_test: int = 400, n_val: int = 0
+) -> ImagePools:
+    """The shared shapes world at 16 x 16 with 4 shape classes; splits are independent streams
+    ("public", "train", "val", "test"), so one pool's size never changes another's images.
 
     Example:
         >>> p = shapes_pools(0, 8, 8, 8)
@@ -240,6 +320,7 @@ def shapes_pools(seed: int, n_public: int = 400, n_train: int = 400, n_test: int
         train=TensorImageDataset(*get(n_train, "train")),
         test=TensorImageDataset(*get(n_test, "test")),
         num_classes=4,
+        val=TensorImageDataset(*get(n_val, "val")) if n_val > 0 else None,
     )
 
 

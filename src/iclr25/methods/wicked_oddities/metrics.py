@@ -25,12 +25,16 @@ Model = Callable[[torch.Tensor], torch.Tensor]
 
 @torch.no_grad()
 def predict(model: Model, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
-    """Arg-max predictions of ``model`` on images (N, C, H, W) in [0, 1]."""
-    return (
-        torch.cat([model(b).argmax(1) for b in x.split(batch_size)])
-        if len(x)
-        else torch.zeros(0, dtype=torch.long)
-    )
+    """Arg-max predictions (on the CPU) of ``model`` on images (N, C, H, W) in [0, 1].
+
+    Batches go to the device of the model's parameters (a plain callable gets them as given).
+    """
+    params = getattr(model, "parameters", None)
+    p = next(iter(params()), None) if callable(params) else None
+    device = p.device if p is not None else x.device
+    if not len(x):
+        return torch.zeros(0, dtype=torch.long)
+    return torch.cat([model(b.to(device)).argmax(1).cpu() for b in x.split(batch_size)])
 
 
 def clean_accuracy(model: Model, ds: Dataset) -> float:

@@ -19,24 +19,66 @@ import torch
 __all__ = ["BadNetsTrigger", "BlendTrigger", "SIGTrigger", "Trigger", "load_trigger"]
 
 
-def _check_images(x: torch.Tensor) -> None:
-    if x.ndim != 4:
-        raise ValueError(f"images must have shape (N, C, H, W), got {tuple(x.shape)}")
+def _as_batch(x: object) -> tuple[torch.Tensor, bool]:
+    """Check ``x`` is a float image (C, H, W) or batch (N, C, H, W) in [0, 1]; return it as a batch.
+
+    Returns:
+        The images as (N, C, H, W) and whether the input was a single image.
+
+    Raises:
+        TypeError: not a tensor (e.g. a PIL image), or not floating point (e.g. uint8).
+        ValueError: wrong rank, channels-last layout, or values outside [0, 1].
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"triggers take float tensors in [0, 1], got {type(x).__name__}; convert PIL images first, "
+            "e.g. with v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])"
+        )
     if not x.is_floating_point():
-        raise TypeError(f"images must be floating point in [0, 1], got {x.dtype}")
+        raise TypeError(
+            f"images must be floating point in [0, 1], got {x.dtype}; for uint8 use "
+            "v2.ToDtype(torch.float32, scale=True) first"
+        )
+    if x.ndim not in (3, 4):
+        raise ValueError(f"images must have shape (C, H, W) or (N, C, H, W), got {tuple(x.shape)}")
+    c, w = x.shape[-3], x.shape[-1]
+    if w in (1, 3, 4) and c > 4:
+        # (H, W, C) read as (C, H, W): a channels-last image, as numpy and PIL give them
+        raise ValueError(f"images look channels-last (H, W, C) = {tuple(x.shape[-3:])}; use (C, H, W)")
+    if x.numel() and (float(x.min()) < 0.0 or float(x.max()) > 1.0):
+        raise ValueError(
+            "image values must lie in [0, 1] (apply the trigger to raw pixels, before normalisation)"
+        )
+    single = x.ndim == 3
+    return (x[None] if single else x), single
 
 
 class Trigger:
-    """Base class: ``apply(x)`` on NCHW images in [0, 1], clamped; ``pattern`` is saveable."""
+    """Base class: a transform on one image (C, H, W) or a batch (N, C, H, W) of floats in [0, 1].
+
+    ``apply(x)`` (or calling the trigger) returns triggered copies, clamped to [0, 1], with shape
+    and dtype kept, so a trigger can sit inside ``torchvision.transforms.v2.Compose`` after
+    ``ToImage`` and ``ToDtype(torch.float32, scale=True)`` and before any normalisation.
+    Subclasses implement ``_apply`` on a batch; ``pattern`` is saveable.
+    """
 
     kind: str = ""
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
-        """Return triggered copies of ``x`` (N, C, H, W) in [0, 1], dtype and shape kept."""
+        """Return triggered copies of ``x`` ((C, H, W) or (N, C, H, W) in [0, 1]), dtype and shape kept."""
+        batch, single = _as_batch(x)
+        out = self._apply(batch)
+        return out[0] if single else out
+
+    def _apply(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.apply(x)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.state().items() if not isinstance(v, torch.Tensor))
+        return f"{type(self).__name__}({args})"
 
     def state(self) -> dict[str, object]:
         """The trigger's parameters (tensors and numbers)."""
@@ -68,14 +110,13 @@ class BadNetsTrigger(Trigger):
         ij = torch.arange(size)
         self.pattern = ((ij[:, None] + ij[None, :]) % 2 == 0).float()  # (size, size), 1 at top-left
 
-    def apply(self, x: torch.Tensor) -> torch.Tensor:
-        _check_images(x)
+    def _apply(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
         r0, c0 = h - self.offset - self.size, w - self.offset - self.size
         if r0 < 0 or c0 < 0:
             raise ValueError(f"patch of {self.size} at offset {self.offset} does not fit {h}x{w}")
         out = x.clone()
-        out[..., r0 : r0 + self.size, c0 : c0 + self.size] = self.pattern.to(x.dtype)
+        out[..., r0 : r0 + self.size, c0 : c0 + self.size] = self.pattern.to(x)
         return out
 
     def state(self) -> dict[str, object]:
@@ -112,9 +153,8 @@ class BlendTrigger(Trigger):
         gen = torch.Generator().manual_seed(seed)
         return cls(torch.rand(shape, generator=gen), alpha)
 
-    def apply(self, x: torch.Tensor) -> torch.Tensor:
-        _check_images(x)
-        p = self.pattern.to(x.dtype)
+    def _apply(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.pattern.to(x)  # dtype and device of the images
         return ((1 - self.alpha) * x + self.alpha * p).clamp(0.0, 1.0)
 
     def state(self) -> dict[str, object]:
@@ -147,9 +187,8 @@ class SIGTrigger(Trigger):
         j = torch.arange(width, dtype=torch.float64)
         return (self.delta * torch.sin(2 * math.pi * j * self.freq / width)).float()
 
-    def apply(self, x: torch.Tensor) -> torch.Tensor:
-        _check_images(x)
-        return (x + self.signal(x.shape[-1]).to(x.dtype)).clamp(0.0, 1.0)
+    def _apply(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + self.signal(x.shape[-1]).to(x)).clamp(0.0, 1.0)
 
     def state(self) -> dict[str, object]:
         return {"delta": self.delta, "freq": self.freq}
