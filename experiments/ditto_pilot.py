@@ -1,12 +1,14 @@
-"""Pilot for the DITTO claim: pretraining cost, base-model well-formedness, SFT loss curve, and a
-small lr / β grid for the DPO stage, on the calibration user (4) and seed (100), outside the
-claim's users (0-3) and seeds (0-2).
+"""Pilot for the DITTO claim: base-model well-formedness, SFT loss curve, and a small lr / β grid
+for the DPO stage, on the calibration user (4) and seed (100), outside the claim's users (0-3)
+and seeds (0-2).
 
     python experiments/ditto_pilot.py 3e-4,0.1 1e-3,0.5          # one run per "lr,beta"
-    TARGETS=c_attn SFT_T=0 STEPS=120 EVERY=30 EPOCHS=4 python experiments/ditto_pilot.py 3e-4,0.1
+    TARGETS=c_attn SFT_T=0 STEPS=120 EVERY=30 python experiments/ditto_pilot.py 3e-4,0.1
+    BASE=DIR python experiments/ditto_pilot.py 3e-4,0.1          # a base from `iclr25 pretrain`
 
-Environment overrides (default: ``DittoConfig.cpu_default()`` and the claim's full config):
-TARGETS (LoRA modules), SFT_T (SFT loss bar), STEPS, EVERY (resample period), EPOCHS (pretraining).
+Environment overrides (default: ``DittoConfig.cpu_default()``, the claim's full config and the
+shipped base): TARGETS (LoRA modules), SFT_T (SFT loss bar), STEPS, EVERY (resample period),
+BASE (base folder).
 """
 
 from __future__ import annotations
@@ -20,23 +22,18 @@ import time
 import torch
 
 from iclr25._core.seeding import numpy_rng
-from iclr25.common.data.style_world import AUDIENCES, StyleJudge, StyleWorld, build_style_tokenizer
+from iclr25.common.data.style_world import AUDIENCES, StyleJudge, build_style_tokenizer
 from iclr25.methods.ditto import Demonstration, DittoConfig, DittoTrainer, win_rate
-from iclr25.methods.ditto.claim import _FULL, _base_model, _chat
+from iclr25.methods.ditto.claim import _FULL, _base, _chat
 
 torch.set_num_threads(1)
 SEED, USER = 100, 4
-cfg = dataclasses.replace(_FULL, pretrain_epochs=int(os.environ.get("EPOCHS", _FULL.pretrain_epochs)))
+cfg = dataclasses.replace(_FULL, base_dir=os.environ.get("BASE", ""))
 DEFAULT = DittoConfig.cpu_default()
 SFT_T = float(os.environ.get("SFT_T", _FULL.ditto.sft_loss_threshold))
-world = StyleWorld(cfg.world)
+base, world = _base(cfg)
 tok = build_style_tokenizer(world)
 judge = StyleJudge(world, USER)
-t0 = time.time()
-base = _base_model(
-    cfg, world, tok, SEED, lambda s, d, t: print(s, d, t, f"{time.time() - t0:.0f}s", flush=True)
-)
-print(f"base model ready in {time.time() - t0:.1f} s", flush=True)
 rng = numpy_rng(SEED, 3)
 topics = [world.topics[i] for i in rng.permutation(len(world.topics))]
 style = world.user_style(USER)

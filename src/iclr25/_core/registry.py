@@ -227,6 +227,16 @@ REGISTRY: dict[str, Entry] = {
             extra="ditto",
             smoke_s=30.0,
             full_s=250.0,
+            artefacts=(
+                Artefact(
+                    method="ditto",
+                    name="base",
+                    recipe="iclr25.methods.ditto.base:pretrain_base",
+                    about="4-layer GPT-2 (width 128) on fresh notes of the style world's base mixture",
+                    expected_s=900.0,
+                    replay_steps=10,
+                ),
+            ),
         ),
         Entry(
             name="gfn_redteam",

@@ -25,8 +25,10 @@ def test_smoke_covers_every_arm_and_is_finite(smoke_runs) -> None:
     assert all(math.isfinite(v) for ms in run.metrics.values() for v in ms.values())
     assert {"win_by_iteration", "win_vs_sft"} <= set(run.series)
     assert len(run.series["win_by_iteration"].x) == 2  # smoke: 4 steps, resampling every 2
-    for arm in ("ditto", "ditto_flipped", "offline_dpo", "spin", "sft_conv", "zero_shot", "sft", "oracle"):
+    for arm in CLAIM.arms:
         assert 0.0 <= run.metrics[arm]["win_vs_sft"] <= 1.0
+        assert 0.0 <= run.metrics[arm]["win_vs_sft_parsed"] <= 1.0
+        assert 0.0 <= run.metrics[arm]["well_formed"] <= 1.0
     assert run.metrics["sft"]["win_vs_sft"] == 0.5  # a system against itself ties
     assert len(judge(CLAIM, "smoke", [run]).outcomes) == len(CLAIM.criteria)
 

@@ -230,3 +230,30 @@ def test_adapter_save_and_reload_gives_identical_logits(tmp_path, one_thread) ->
         a, b = tr.model(ids).logits, fresh(ids).logits
     assert torch.allclose(a, b, atol=1e-6, rtol=0)  # the same weights; only summation order may differ
     assert not torch.allclose(a, base(ids).logits, atol=1e-4)  # and the adapter is really applied
+
+
+def _paper_trainer(**kw) -> DittoTrainer:
+    """paper() (LoRA dropout 0.05 on q,k,v,o) on a tiny Llama whose own dropout is on too."""
+    tok = build_style_tokenizer(WORLD)
+    lm = build_tiny_lm("llama", vocab_size=len(tok), n_layer=1, n_head=2, d_model=16, seed=0, dropout=0.3)
+    quick = dict(
+        max_steps=2, resample_every=2, samples_per_prompt=2, max_new_tokens=6, sft_max_steps=2, lr=1e-2
+    )
+    cfg = dataclasses.replace(DittoConfig.paper(), **{**quick, **kw})
+    return DittoTrainer(lm, tok, DEMOS, cfg)
+
+
+def test_first_dpo_loss_is_log2_under_the_paper_preset(one_thread) -> None:
+    """Policy and reference are scored with dropout off, as the official trainer does, so at
+    ditto = sft every log-ratio is equal and the first loss is exactly log 2."""
+    assert DittoConfig.paper().lora_dropout == 0.05 and DittoConfig.paper().disable_dropout
+    first = _paper_trainer().train().logs.ditto[0]
+    assert first["chosen_reward"] == 0.0 and first["rejected_reward"] == 0.0  # log pi = log pi_0
+    assert math.isclose(first["loss"], math.log(2.0), abs_tol=1e-6)
+
+
+def test_scoring_the_policy_with_dropout_on_gives_nonzero_first_rewards(one_thread) -> None:
+    """The broken variant (policy in train mode, reference in eval mode) fails the check above:
+    dropout noise enters the policy's log-probs, so the implicit rewards are not zero."""
+    first = _paper_trainer(disable_dropout=False).train().logs.ditto[0]
+    assert first["chosen_reward"] != 0.0 and first["rejected_reward"] != 0.0

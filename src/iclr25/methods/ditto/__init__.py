@@ -6,6 +6,7 @@ Hyundong Cho, Michael S. Bernstein, Diyi Yang, ICLR 2025, arXiv:2406.00888. Offi
 ``SALT-NLP/demonstrated-feedback`` (no licence; read for facts only, nothing copied).
 """
 
+from .base import BASE_DIR, BaseTrainConfig, base_quality, load_base, pretrain_base, train_base
 from .config import DittoConfig
 from .judge import Judge, LLMJudge, win_rate
 from .losses import IGNORE_INDEX, dpo_sigmoid_loss, sequence_logprobs, token_logprobs
@@ -21,7 +22,9 @@ from .pairs import (
 from .trainer import Demonstration, DittoCallback, DittoTrainer
 
 __all__ = [
+    "BASE_DIR",
     "IGNORE_INDEX",
+    "BaseTrainConfig",
     "Demonstration",
     "DittoCallback",
     "DittoConfig",
@@ -31,12 +34,16 @@ __all__ = [
     "PreferencePair",
     "Sample",
     "SampleCache",
+    "base_quality",
     "build_ditto_pairs",
     "dpo_sigmoid_loss",
+    "load_base",
     "pair_targets",
     "pool_sizes",
+    "pretrain_base",
     "sequence_logprobs",
     "to_trl_rows",
     "token_logprobs",
+    "train_base",
     "win_rate",
 ]

@@ -1,29 +1,25 @@
 """Claim check of DITTO: a handful of demonstrations plus online DPO against the model's own
 samples (pi_0 fixed as reference) beats SFT and the zero-shot model in the user's style.
 
-World: the synthetic style world (``iclr25.common.data.style_world``): a tiny GPT-2 pretrained on
-the base mixture (generic style, each user style about 2 %) is aligned to one user from a few
-demonstrations on distinct topics, then judged on held-out prompts by the exact likelihood-ratio
-judge log p_user(y|x) − log p_base(y|x). Arms: zero-shot, SFT (pi_0, early-stopped), SFT to
-convergence, offline DPO, SPIN-like, DITTO, the negative control DITTO-flipped (samples ≻ demos),
-and the oracle (samples of the true user style, a ceiling).
+World: the synthetic style world (``iclr25.common.data.style_world``). The shipped base LM
+(``iclr25 pretrain ditto base``: a 4-layer GPT-2 pretrained on the base mixture, generic style with
+each user style about 2 %) is aligned to one user from a few demonstrations on distinct topics, then
+judged on held-out prompts by the exact likelihood-ratio judge log p_user(y|x) − log p_base(y|x).
+Arms: zero-shot, SFT (pi_0, early-stopped), SFT to convergence, offline DPO, SPIN-like, DITTO, the
+negative control DITTO-flipped (samples ≻ demos), the oracle (samples of the true user style, a
+ceiling) and other users' oracles (how much a judge rewards any non-generic style).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import json
-import os
-import shutil
-import tempfile
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from iclr25._core.claims import (
     Budget,
@@ -37,6 +33,7 @@ from iclr25._core.claims import (
     value,
 )
 from iclr25._core.config import param
+from iclr25._core.pretrained import read_training
 from iclr25._core.seeding import numpy_rng
 from iclr25.common.data.style_world import (
     AUDIENCES,
@@ -45,21 +42,19 @@ from iclr25.common.data.style_world import (
     StyleWorldConfig,
     build_style_tokenizer,
 )
-from iclr25.common.tiny_lm import build_tiny_lm, load_tiny_lm
-from iclr25.methods.ditto import Demonstration, DittoConfig, DittoTrainer, win_rate
+from iclr25.methods.ditto import BASE_DIR, Demonstration, DittoConfig, DittoTrainer, load_base, win_rate
 
 __all__ = ["CLAIM", "ClaimConfig", "run"]
-
-#: Bump when the pretraining recipe changes, so old cached base models are not reused.
-_PRETRAIN_VERSION = 1
 
 
 @dataclass(frozen=True)
 class ClaimConfig:
     """Sizes of the DITTO claim check."""
 
-    world: StyleWorldConfig = param(
-        StyleWorldConfig(), doc="the style world", source="deviation: synthetic world"
+    base_dir: str = param(
+        "",
+        doc="folder of the base LM ('' = the shipped one; another from `iclr25 pretrain ditto base`)",
+        source="paper: Sec. 5, an instruction-tuned base (Mistral-7B-Instruct)",
     )
     user: int = param(
         -1,
@@ -71,16 +66,6 @@ class ClaimConfig:
         20, doc="held-out prompts (topics without a demo)", source="deviation: spec, 20"
     )
     eval_samples: int = param(5, doc="samples per held-out prompt and arm", source="deviation: spec, 5")
-    n_layer: int = param(2, doc="base GPT-2 blocks", source="deviation: spec, 2-4 layers")
-    d_model: int = param(64, doc="base GPT-2 width", source="deviation: spec, 64-128 dims")
-    pretrain_pairs: int = param(
-        20000, doc="base-mixture (prompt, response) pairs", source="deviation: spec, 20k"
-    )
-    pretrain_epochs: int = param(4, doc="pretraining epochs", source="deviation: sized to the budget")
-    pretrain_batch: int = param(64, doc="pretraining batch", source="deviation: tiny-model choice")
-    pretrain_lr: float = param(
-        3e-3, doc="pretraining AdamW lr (linear decay)", source="deviation: tiny-model choice"
-    )
     sft_conv_steps: int = param(
         150, doc="SFT-to-convergence steps (no early stop)", source="deviation: reported arm"
     )
@@ -89,7 +74,6 @@ class ClaimConfig:
         doc="DITTO hyperparameters",
         source="deviation: cpu_default, calibrated on the pilot",
     )
-    cache: bool = param(True, doc="cache the pretrained base model on disk", source="deviation: speed")
 
 
 _FULL = ClaimConfig()
@@ -97,120 +81,38 @@ _SMOKE = ClaimConfig(
     n_demos=4,
     n_eval_prompts=4,
     eval_samples=3,
-    n_layer=1,
-    d_model=32,
-    pretrain_pairs=4000,
-    pretrain_epochs=2,
-    pretrain_lr=1e-2,
-    sft_conv_steps=20,
-    world=StyleWorldConfig(n_users=5),
+    sft_conv_steps=10,
     ditto=dataclasses.replace(DittoConfig.cpu_default(), max_steps=4, resample_every=2, samples_per_prompt=4),
 )
-
-
-# ---------------------------------------------------------------------------------------------
-# base model (pretrained on the base mixture, cached)
-# ---------------------------------------------------------------------------------------------
-
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/iclr25/ditto`` or ``~/.cache/iclr25/ditto``."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "iclr25" / "ditto"
 
 
 def _chat(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
 
-def _pretrain(cfg: ClaimConfig, world: StyleWorld, tok: Any, seed: int, progress: ProgressFn) -> Any:
-    """A tiny GPT-2 trained on base-mixture chat texts (loss on every token after the first),
-    so it knows the chat template as an instruction-tuned model does."""
-    model = build_tiny_lm(
-        "gpt2",
-        vocab_size=len(tok),
-        n_layer=cfg.n_layer,
-        n_head=2,
-        d_model=cfg.d_model,
-        max_positions=64,
-        seed=seed,
-    )
-    rng = numpy_rng(seed, 11)
-    corpus = world.base_corpus(cfg.pretrain_pairs, rng)
-    rows = []
-    for p, y in corpus:
-        pi = tok(
-            tok.apply_chat_template(_chat(p), tokenize=False, add_generation_prompt=True),
-            add_special_tokens=False,
-        )
-        ri = tok(y, add_special_tokens=False)
-        rows.append((pi["input_ids"], ri["input_ids"] + [tok.eos_token_id]))
-    width = max(len(a) + len(b) for a, b in rows)
-    ids = torch.zeros((len(rows), width), dtype=torch.long)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (a, b) in enumerate(rows):
-        ids[i, : len(a) + len(b)] = torch.tensor(a + b)
-        labels[i, : len(a) + len(b)] = torch.tensor(a + b)
-        mask[i, : len(a) + len(b)] = 1
-    steps = cfg.pretrain_epochs * (len(rows) // cfg.pretrain_batch)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.pretrain_lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / max(1, steps))
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    done = 0
-    for _ in range(cfg.pretrain_epochs):
-        perm = torch.randperm(len(rows), generator=gen)
-        for j in range(len(rows) // cfg.pretrain_batch):
-            idx = perm[j * cfg.pretrain_batch : (j + 1) * cfg.pretrain_batch]
-            logits = model(input_ids=ids[idx], attention_mask=mask[idx]).logits[:, :-1]  # (b, T-1, V)
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]), labels[idx][:, 1:].reshape(-1), ignore_index=-100
-            )
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            done += 1
-            if done % 50 == 0:
-                progress("pretraining the base LM", done, steps)
-    return model.eval()
+def _base(cfg: ClaimConfig) -> tuple[Any, StyleWorld]:
+    """The base LM and the world it was pretrained on (from its ``training.json``)."""
+    folder = Path(cfg.base_dir) if cfg.base_dir else BASE_DIR
+    model = load_base(folder)
+    world = StyleWorld(StyleWorldConfig(**read_training(folder)["config"]["world"]))
+    return model, world
 
 
-def _base_model(cfg: ClaimConfig, world: StyleWorld, tok: Any, seed: int, progress: ProgressFn) -> Any:
-    """The pretrained base LM, from the on-disk cache when present (keyed by config and seed)."""
-    spec = {
-        "v": _PRETRAIN_VERSION,
-        "world": dataclasses.asdict(cfg.world),
-        "n_layer": cfg.n_layer,
-        "d_model": cfg.d_model,
-        "pairs": cfg.pretrain_pairs,
-        "epochs": cfg.pretrain_epochs,
-        "batch": cfg.pretrain_batch,
-        "lr": cfg.pretrain_lr,
-        "seed": seed,
-        "torch": torch.__version__.split("+")[0],
-    }
-    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
-    path = default_cache_dir() / f"base-{key}"
-    if cfg.cache and (path / "config.json").is_file():
-        return load_tiny_lm(path)
-    model = _pretrain(cfg, world, tok, seed, progress)
-    if cfg.cache:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=path.parent))
-            model.save_pretrained(tmp)
-            (tmp / "spec.json").write_text(json.dumps(spec, sort_keys=True))
-            try:
-                os.replace(tmp, path)
-            except OSError:  # another process wrote it first
-                shutil.rmtree(tmp, ignore_errors=True)
-        except OSError:
-            pass
-        if (path / "config.json").is_file():
-            return load_tiny_lm(path)  # the same weights as a cache hit, so runs agree
-    return model
+def _parsed_win(
+    judge: StyleJudge, prompts: list[str], a: list[list[str]], b: list[list[str]]
+) -> tuple[float, int]:
+    """Win rate of ``a`` over ``b`` over the comparisons where both notes parse (ties ½), and how
+    many such comparisons there are; 0.5 when there are none (two unparsed notes tie)."""
+    total, n = 0.0, 0
+    for p, ya, yb in zip(prompts, a, b, strict=True):
+        sb = [s for s in (judge.score(p, y) for y in yb) if math.isfinite(s)]
+        for sa in (judge.score(p, y) for y in ya):
+            if not math.isfinite(sa):
+                continue
+            for s in sb:
+                total += 1.0 if sa > s else 0.5 if sa == s else 0.0
+                n += 1
+    return (total / n if n else 0.5), n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,9 +135,9 @@ class _IterationEval:
 
 
 def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress) -> RunResult:
-    """One seed of the check: pretrain (or load) the base LM, train every arm, judge them."""
+    """One seed of the check: load the shipped base LM, train every arm, judge them."""
     del device  # CPU-sized; the paper-scale path takes any device through the caller's model
-    world = StyleWorld(cfg.world)
+    base, world = _base(cfg)
     tok = build_style_tokenizer(world)
     user = cfg.user if cfg.user >= 0 else seed % 4
     judge = StyleJudge(world, user)
@@ -255,7 +157,6 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     eval_seed = seed * 1000 + 17
     n = cfg.eval_samples
 
-    base = _base_model(cfg, world, tok, seed, progress)
     dcfg = dataclasses.replace(cfg.ditto, seed=seed)
     arms = {
         "ditto": dcfg,
@@ -265,7 +166,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         "sft_conv": dcfg.sft_to_convergence(cfg.sft_conv_steps),
     }
     outs: dict[str, list[list[str]]] = {}
-    m: dict[str, dict[str, float]] = {a: {} for a in ("zero_shot", "sft", "oracle", *arms)}
+    m: dict[str, dict[str, float]] = {a: {} for a in ("zero_shot", "sft", "oracle", "oracle_other", *arms)}
     curves: dict[str, list[float]] = {}
 
     # SFT (pi_0) and zero-shot come from the DITTO trainer itself, before its DPO stage.
@@ -298,6 +199,11 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
             m[arm]["pair_accuracy"] = float(np.mean([r["accuracy"] for r in tr.logs.ditto[-5:]]))
         progress("arms", i + 1, len(arms))
     outs["oracle"] = [[world.sample_response(p, style, rng) for _ in range(n)] for p in eval_prompts]
+    others = [u for u in range(len(world.users)) if u != user]
+    outs["oracle_other"] = [
+        [world.sample_response(p, world.user_style(others[(i * n + k) % len(others)]), rng) for k in range(n)]
+        for i, p in enumerate(eval_prompts)
+    ]
 
     for arm, o in outs.items():
         m[arm]["win_vs_sft"] = win_rate(judge, eval_prompts, o, outs["sft"])
@@ -308,6 +214,8 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         scores = [judge.score(p, y) for p, ys in zip(eval_prompts, o, strict=True) for y in ys]
         finite = [s for s in scores if np.isfinite(s)]
         m[arm]["mean_score"] = float(np.mean(finite)) if finite else -50.0
+        m[arm]["win_vs_sft_parsed"], pairs = _parsed_win(judge, eval_prompts, o, outs["sft"])
+        m[arm]["parsed_pairs_vs_sft"] = float(pairs)
     for other in ("offline_dpo", "spin", "sft_conv"):
         m["ditto"][f"win_vs_{other}"] = win_rate(judge, eval_prompts, outs["ditto"], outs[other])
     m["ditto"]["growth_it1_to_last"] = curves["ditto"][-1] - curves["ditto"][0]
@@ -363,7 +271,7 @@ CLAIM = Claim(
     ),
     statement=_STATEMENT,
     arms={
-        "zero_shot": "the pretrained base LM (adapters off)",
+        "zero_shot": "the shipped base LM (adapters off)",
         "sft": "pi_0: LoRA SFT on the demonstrations, stopped at the first loss below the threshold",
         "sft_conv": "SFT to convergence (no early stop), reported",
         "offline_dpo": "DPO on demos ≻ pi_0 samples drawn once, same steps",
@@ -371,6 +279,7 @@ CLAIM = Claim(
         "ditto": "DITTO: expert/replay/inter-model pairs, pi_0 fixed as reference",
         "ditto_flipped": "negative control: DITTO with every preference reversed (samples ≻ demos)",
         "oracle": "samples of the true user style (ceiling)",
+        "oracle_other": "samples of the other users' styles (what the judge gives any non-generic style)",
     },
     criteria=[
         value(
@@ -385,21 +294,30 @@ CLAIM = Claim(
         value(
             "oracle.win_vs_zero_shot",
             ">=",
-            0.80,
+            0.77,
             name="oracle_ceiling_zero_shot",
             precondition=True,
-            explain="Ceiling: samples of the true user style beat the base model's at least 80 % of the "
+            explain="Ceiling: samples of the true user style beat the base model's at least 77 % of the "
             "time, the bar of ditto_vs_zero_shot.",
         ),
         value(
-            "sft_conv.well_formed",
+            "zero_shot.well_formed",
             ">=",
             0.80,
-            name="base_keeps_format",
+            name="base_follows_prompt",
             precondition=True,
-            explain="The base model keeps to the note format when fine-tuned on the demonstrations: SFT "
-            "trained to convergence writes at least 80 % well-formed notes, the bar DITTO's own samples "
-            "must clear; otherwise no fine-tuned arm can both move the style and stay parseable.",
+            explain="The foundation works: the shipped base LM answers the held-out prompts with at least "
+            "80 % well-formed notes on the prompt's topic and audience.",
+        ),
+        value(
+            "sft.well_formed",
+            ">=",
+            0.80,
+            name="sft_keeps_format",
+            precondition=True,
+            explain="The base keeps to the note format when fine-tuned on the demonstrations: pi_0 (SFT) "
+            "writes at least 80 % well-formed notes on held-out topics, the bar DITTO's own samples must "
+            "clear; otherwise DPO starts from a policy that cannot write the task.",
         ),
         value(
             "ditto.win_vs_sft",
@@ -422,20 +340,31 @@ CLAIM = Claim(
                 explain="With preferences reversed (samples over demos) the same training must not beat SFT.",
             )
         ),
+        fails(
+            value(
+                "ditto_flipped.win_vs_sft_parsed",
+                ">=",
+                0.65,
+                name="flipped_vs_sft_parsed",
+                explain="The reversed control misses because its style moves away from the user's, not "
+                "because its notes stop parsing: where both notes parse it still does not beat SFT.",
+            )
+        ),
         value(
             "ditto.win_vs_zero_shot",
             ">=",
-            0.80,
+            0.77,
             name="ditto_vs_zero_shot",
             falsifier="flipped_vs_zero_shot",
-            paper="Table 1: DITTO beats zero-shot (77 % average win, not re-checked here)",
-            explain="DITTO's samples beat the untuned base model's at least 80 % of the time.",
+            paper="Table 1: DITTO's average GPT-4-judged win rate 77.09 % (CMCC 71.67 %, CCAT50 82.50 %)",
+            explain="DITTO's samples beat the untuned base model's at least 77 % of the time, the paper's "
+            "own average win rate.",
         ),
         fails(
             value(
                 "ditto_flipped.win_vs_zero_shot",
                 ">=",
-                0.80,
+                0.77,
                 name="flipped_vs_zero_shot",
                 explain="The reversed-preference control must not beat the base model by that margin.",
             )
@@ -447,6 +376,34 @@ CLAIM = Claim(
             name="well_formed",
             falsifier="tests/methods/ditto/test_ditto_claim.py::test_well_formed_gate_fails_for_an_untrained_model",
             explain="At least 80 % of DITTO's samples are complete, parseable notes.",
+        ),
+        value(
+            "ditto.win_vs_sft_parsed",
+            ">=",
+            0.65,
+            name="ditto_vs_sft_parsed",
+            gating=False,
+            explain="Reported: DITTO against SFT over the comparisons where both notes parse (style alone).",
+        ),
+        *(
+            value(
+                f"{arm}.well_formed",
+                ">=",
+                0.80,
+                name=f"well_formed_{arm}",
+                gating=False,
+                explain=f"Reported: fraction of {arm}'s samples that parse.",
+            )
+            for arm in ("sft_conv", "offline_dpo", "spin", "ditto_flipped")
+        ),
+        value(
+            "oracle_other.win_vs_sft",
+            "<",
+            0.65,
+            name="judge_specificity",
+            gating=False,
+            explain="Reported: notes in the other users' styles beat SFT's less often than the bar, so "
+            "the bar is not met by leaving the generic style in any direction.",
         ),
         value(
             "ditto.win_vs_offline_dpo",
@@ -491,18 +448,16 @@ CLAIM = Claim(
     run_fn=run,
     headline="ditto_vs_sft",
     figure="win_by_iteration",
-    unchecked=(
-        "The base model is pretrained to a plateau and shipped, as the paper's Mistral-7B is: here each "
-        "seed pretrains a tiny GPT-2 for a fixed budget.",
-    ),
     deviations=(
-        "Synthetic style world (102 words, 5 slots, 20 topics) and a tiny GPT-2 (2 x 64) pretrained on "
-        "its base mixture instead of Mistral-7B on CMCC / CCAT50 emails and articles.",
+        "Synthetic style world (102 words, 5 slots, 20 topics) and a tiny GPT-2 (4 x 128, 0.8M parameters), "
+        "pretrained once on fresh draws of the world's base mixture and shipped "
+        "(`iclr25 pretrain ditto base`), instead of Mistral-7B-Instruct on CMCC / CCAT50 emails and "
+        "articles.",
         "Exact likelihood-ratio judge log p_user − log p_base instead of GPT-4.",
         "Tiny-model DPO lr 3e-4 (paper 1e-6), β 0.1 (paper 0.05), SFT lr 3e-3 with loss bar 0.8 (paper 1.0), "
         "LoRA r 8 on c_attn, c_proj and c_fc (paper: attention projections); set once on the pilot "
         "(user 4, seed 100).",
         "Win rate over every pair of 5 samples per prompt (25 comparisons per prompt, 20 prompts).",
-        "No few-shot-prompting baseline: a 100k-parameter LM has no in-context ability.",
+        "No few-shot-prompting baseline: a 0.8M-parameter LM has no in-context ability.",
     ),
 )

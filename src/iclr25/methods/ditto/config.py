@@ -110,10 +110,10 @@ class DittoConfig:
     target_modules: tuple[str, ...] = param(
         ("q_proj", "k_proj", "v_proj", "o_proj"), doc="LoRA target modules", source="paper: Mistral attention"
     )
-    backend: Literal["native", "trl"] = param(
-        "native",
-        doc="DPO loop: the in-house one, or trl (not installed here)",
-        source="deviation: native loop",
+    disable_dropout: bool = param(
+        True,
+        doc="score policy and reference with dropout off (eval mode) in the DPO stage",
+        source="paper: official trainer (TRL DPOConfig.disable_dropout), dropout off",
     )
     seed: int = param(
         0, doc="seed of pair draws (numpy) and sampling (torch generator)", source="deviation: explicit"
@@ -150,8 +150,6 @@ class DittoConfig:
             raise ValueError(f"top_p must be in (0, 1] and top_k >= 0, got {self.top_p}, {self.top_k}")
         if self.reference not in ("sft_fixed", "previous_iteration"):
             raise ValueError(f"reference must be 'sft_fixed' or 'previous_iteration', got {self.reference!r}")
-        if self.backend not in ("native", "trl"):
-            raise ValueError(f"backend must be 'native' or 'trl', got {self.backend!r}")
         if not self.target_modules:
             raise ValueError("target_modules is empty")
 

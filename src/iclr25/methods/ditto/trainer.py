@@ -102,11 +102,6 @@ class DittoTrainer:
     ) -> None:
         cfg = config or DittoConfig.paper()
         cfg.validate()
-        if cfg.backend == "trl":
-            raise NotImplementedError(
-                "backend='trl' is not available: trl is not a dependency of this project; use "
-                "backend='native' (the same loss; to_trl_rows() exports pairs for trl.DPOTrainer)"
-            )
         demos = [d if isinstance(d, Demonstration) else Demonstration(*d) for d in demonstrations]
         if not demos:
             raise ValueError("no demonstrations: DITTO needs at least one (prompt, response) pair")
@@ -463,7 +458,9 @@ class DittoTrainer:
                     self.model.set_adapter("ditto")
                 self.resample(step)
                 iteration += 1
-            self.model.train()
+            # The official trainer scores the policy with dropout off, as the reference is, so
+            # ditto = sft gives equal log-ratios and the first loss is exactly log 2.
+            self.model.train(not cfg.disable_dropout)
             batch = [self.keys[int(i)] for i in self._rng.choice(len(self.keys), size=bp, replace=False)]
             pairs = build_ditto_pairs(batch, demos, self.cache, cfg, self._rng)
             if cfg.flip_preferences:
@@ -478,6 +475,8 @@ class DittoTrainer:
                 "step": float(step + 1),
                 "loss": float(loss.detach()),
                 "margin": float((rc - rr).mean()),
+                "chosen_reward": float(rc.mean()),
+                "rejected_reward": float(rr.mean()),
                 "accuracy": float((rc > rr).float().mean()),
                 "iteration": float(iteration),
                 **{
@@ -508,7 +507,13 @@ class DittoTrainer:
     # ------------------------------------------------------------------------------------------
 
     def trl_rows(self, pairs: Sequence[PreferencePair]) -> list[dict[str, str]]:
-        """Pairs in TRL's ``{"prompt", "chosen", "rejected"}`` schema (prompt with chat template)."""
+        """Pairs in TRL's ``{"prompt", "chosen", "rejected"}`` schema (prompt with chat template).
+
+        This is the bridge to ``trl``: the trainer runs its own DPO loop (the loss is a few lines
+        and the loop needs named adapters, a frozen pi_0 and resampling inside training), and
+        these rows feed ``trl.DPOTrainer`` for one offline round on DITTO's pairs, e.g.
+        ``datasets.Dataset.from_list(trainer.trl_rows(pairs))``.
+        """
         prompts: dict[Hashable, str] = {
             k: self.tokenizer.decode(self._encoded[k].prompt_ids) for k in self.keys
         }
