@@ -16,6 +16,7 @@ from iclr25.methods.hessian_distill import (
     AdaptiveHessianWeight,
     ASECalculatorTeacher,
     AtomsBatch,
+    ClaimConfig,
     DistillConfig,
     DistillTrainer,
     EnergyFunctionModel,
@@ -30,6 +31,7 @@ from iclr25.methods.hessian_distill import (
     hessian_rows,
     make_clusters,
     make_student,
+    random_teacher_labels,
     run_nve,
     sample_rows,
     shuffled_labels,
@@ -161,6 +163,31 @@ def test_label_store_lazy_and_shuffled_control() -> None:
         assert not torch.equal(sh.get(a.info["id"], a.numbers)[1], full.get(a.info["id"], a.numbers)[1])
 
 
+def test_random_teacher_rows_match_size_not_curvature() -> None:
+    """The curvature control: an untrained network's rows, rescaled to the true rows' RMS, have
+    the same size but point elsewhere; the store's RMS is the plain root mean square."""
+    atoms = [cluster(k) for k in range(2)]
+    true = TeacherLabelStore().precompute(ASECalculatorTeacher(), atoms)
+    arch = StudentConfig(hidden=8, layers=1, n_rbf=4)
+    rnd = random_teacher_labels(true, atoms, arch, elements=(29, 79), seed=3)
+    assert rnd.rms() == pytest.approx(true.rms(), rel=1e-9)
+    entries = np.concatenate([true.get(a.info["id"], a.numbers)[1].numpy().ravel() for a in atoms])
+    assert true.rms() == pytest.approx(float(np.sqrt(np.mean(entries**2))), rel=1e-12)
+    for a in atoms:
+        t = true.get(a.info["id"], a.numbers)[1].double().ravel()
+        r = rnd.get(a.info["id"], a.numbers)[1].double().ravel()
+        cos = float(t @ r / (t.norm() * r.norm()))
+        assert abs(cos) < 0.9  # not the teacher's curvature
+    assert rnd.meta["random_teacher"]["seed"] == 3
+
+
+def test_force_jac_sample_size_defaults_to_the_official_configs() -> None:
+    assert DistillConfig().force_jac_sample_size == DistillConfig.paper().force_jac_sample_size == 4
+    assert ClaimConfig().distill.force_jac_sample_size == 1  # the amino-acid config's value (CPU)
+    with pytest.raises(ValueError, match="force_jac_sample_size"):
+        DistillConfig(force_jac_sample_size=0)
+
+
 # -------------------------------------------------------------------------------- calculator
 
 
@@ -260,7 +287,9 @@ def test_training_is_deterministic_and_hessian_term_changes_it() -> None:
     atoms = make_clusters(1, 4, seed=0, warmup_steps=2, steps_between=1)
     ds = LabelledStructures.from_atoms(atoms, cutoff=4.0)
     store = TeacherLabelStore().precompute(ASECalculatorTeacher(), atoms, rows_per_structure=4, seed=0)
-    cfg = DistillConfig(epochs=2, batch_size=2, lambda_h=400.0, hessian_mode="fd_columns")
+    cfg = DistillConfig(
+        epochs=2, batch_size=2, lambda_h=400.0, hessian_mode="fd_columns", force_jac_sample_size=1
+    )
     small = StudentConfig(hidden=8, layers=1, n_rbf=4)
     runs = [DistillTrainer(make_student(small, seed=0), store, cfg).fit(ds, ds) for _ in range(2)]
     assert runs[0].history_ == runs[1].history_

@@ -193,7 +193,7 @@ def test_mode_b_end_to_end(broad, tmp_path):
         np.testing.assert_allclose(rows.numpy(), fd, rtol=1e-5, atol=1e-7)
 
     data = LabelledStructures.from_atoms(subset, cutoff=cut)
-    cfg = DistillConfig(lambda_h=400.0, epochs=8, batch_size=2, lr=1e-2, seed=0)
+    cfg = DistillConfig(lambda_h=400.0, epochs=8, batch_size=2, lr=1e-2, seed=0, force_jac_sample_size=1)
     student = make_student(StudentConfig(hidden=8, layers=1, n_rbf=4, cutoff=cut), elements=(29, 79))
     trainer = DistillTrainer(student, labels, cfg).fit(data, data)
     hist = trainer.history_

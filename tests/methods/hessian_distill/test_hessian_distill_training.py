@@ -69,7 +69,7 @@ def test_keep_best_off_keeps_the_last_epoch(clusters) -> None:
 def test_step_flops_hessian_steps_and_adaptive_switch_off(clusters) -> None:
     atoms, ds = clusters
     store = TeacherLabelStore().precompute(ASECalculatorTeacher(), atoms, seed=0)
-    base = DistillConfig(epochs=2, batch_size=2, adaptive_every=2)
+    base = DistillConfig(epochs=2, batch_size=2, adaptive_every=2, force_jac_sample_size=1)
     plain = DistillTrainer(make_student(SMALL), None, base.undistilled()).fit(ds, ds)
     kept = DistillTrainer(make_student(SMALL), store, base).fit(ds, ds)  # teacher MAE 0: rule disabled
     assert kept.weight_.state == "disabled"

@@ -4,7 +4,13 @@
 Energy Hessians*, Ishan Amin, Sanjeev Raja, Aditi S. Krishnapriyan, ICLR 2025, arXiv:2501.09009.
 """
 
-from .baselines import direct_student, make_student, shuffled_labels, sign_flipped_labels
+from .baselines import (
+    direct_student,
+    make_student,
+    random_teacher_labels,
+    shuffled_labels,
+    sign_flipped_labels,
+)
 from .batch import AtomsBatch, numbers_hash
 from .calculator import StudentCalculator, energy_drift, run_nve
 from .config import ClaimConfig, DataConfig, DistillConfig, FoundationConfig, StudentConfig
@@ -61,6 +67,7 @@ __all__ = [
     "make_student",
     "numbers_hash",
     "polynomial_envelope",
+    "random_teacher_labels",
     "read_structures",
     "run_nve",
     "sample_rows",

@@ -1,7 +1,7 @@
 """Claim check of Hessian distillation: a small student trained with an imperfect teacher's Hessian
-rows makes smaller force errors against the reference than the same student without them, at the
-same architecture, data and epochs; conservative students keep energy in NVE MD (unlike a
-direct-force student); and the student runs MD faster than its teacher.
+rows makes smaller force errors against the reference than the same student without them, each
+trained to its plateau and at matched training FLOPs; the distilled student keeps energy in NVE
+MD as well as the undistilled one; and the student runs faster than its teacher.
 
 *Towards Fast, Specialized Machine Learning Force Fields: Distilling Foundation Models via Energy
 Hessians* (Ishan Amin, Sanjeev Raja, Aditi S. Krishnapriyan; ICLR 2025; arXiv:2501.09009),
@@ -9,13 +9,20 @@ Sec. 3 (objective, row sampling, adaptive λ_H) and Sec. 5 (accuracy, speed, MD 
 
 Teacher mode B: a larger network trained on a broad EMT set (the foundation-model stand-in) gives
 the rows, and its own error against EMT is measured; EMT stays the reference of every error. The
-adaptive λ_H rule is on. Two rules gate the verdict: the equal-epoch force-error ratio (the
-paper's comparison; each arm at its best validation epoch), falsified in the same run by rows
-shuffled across structures, and the drift of the distilled student against a direct-force
-student, falsified by a test that puts a direct-force student in the distilled slot. The
-compute-matched comparison (the undistilled student given the distilled run's training FLOPs),
-the teacher's error, the speed ratios, the FLOPs ratio, the absolute drift bound and the VJP
-exactness are reported only.
+adaptive λ_H rule is on. Every student is read at its best validation epoch, and the arms a gate
+reads must have plateaued (convergence preconditions). Three rules gate the verdict:
+
+- the force-error ratio at the plateau budget, distilled / undistilled, against the paper's worst
+  case (0.77);
+- the force-error ratio at matched training FLOPs (the undistilled run continues for the distilled
+  run's FLOPs), against 1;
+- the drift of the distilled student against the undistilled one in NVE MD.
+
+Both force gates are falsified in the same run by a student distilled from the rows of an untrained
+network of the teacher's architecture, rescaled to the true rows' size: the same cost, the wrong
+curvature. The drift gate is falsified in the same run by a direct-force student, and by a test
+that puts a trained direct-force student in the distilled slot. The teacher's error, the speed
+ratios, the FLOPs ratio, the absolute drift bound and the VJP exactness are reported only.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from iclr25._core.claims import (
     ProgressFn,
     RunResult,
     Series,
+    diff,
     fails,
     no_progress,
     ratio,
@@ -62,8 +70,8 @@ from iclr25.methods.hessian_distill import (
     make_broad_set,
     make_clusters,
     make_student,
+    random_teacher_labels,
     run_nve,
-    shuffled_labels,
     time_calls,
     train_teacher,
 )
@@ -202,7 +210,7 @@ def _best_so_far(values: list[float], costs: list[float], grid: list[float]) -> 
 
 
 def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
-    arms = ("distilled", "undistilled", "undistilled_matched", "shuffled", "direct", "teacher",
+    arms = ("distilled", "undistilled", "undistilled_matched", "random_teacher", "direct", "teacher",
             "exactness", "rows_vs_columns")  # fmt: skip
     m: dict[str, dict[str, float]] = {a: {} for a in arms}
     series: dict[str, Series] = {}
@@ -237,12 +245,24 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     adaptive_mae = m["teacher"]["val_force_mae"] if cfg.adaptive else 0.0
     dcfg = dataclasses.replace(cfg.distill, seed=seed, teacher_val_force_mae=adaptive_mae)
     plain = dcfg.undistilled()
-    sizes = {a.info["id"]: len(a) for a in train_atoms}
-    shuffled = shuffled_labels(store, torch.Generator().manual_seed(seed), sizes)
+    # the curvature control: rows of an untrained network of the teacher's architecture, rescaled
+    # to the true rows' root mean square (same cost, count and size of rows, wrong curvature)
+    t_arch = cfg.foundation.architecture if nn_teacher is not None else cfg.student
+    t_elements = tuple(sorted(cfg.foundation.broad_elements)) if nn_teacher is not None else (29, 79)
+    progress("random-teacher rows", 0, 1)
+    random_rows = random_teacher_labels(
+        store,
+        train_atoms,
+        t_arch,
+        elements=t_elements,
+        seed=10_007 + seed,
+        rows_per_structure=cfg.data.label_rows or None,
+    )
+    progress("random-teacher rows", 1, 1)
     runs = {
         "distilled": (make_student(cfg.student, seed=seed), store, dcfg),
-        "shuffled": (make_student(cfg.student, seed=seed), shuffled, dcfg),
-        # one long undistilled run gives the equal-epoch and the compute-matched baselines
+        "random_teacher": (make_student(cfg.student, seed=seed), random_rows, dcfg),
+        # one long undistilled run gives the equal-budget and the compute-matched baselines
         "undistilled": (
             make_student(cfg.student, seed=seed),
             None,
@@ -264,7 +284,7 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     matched = min(cfg.undistilled_epochs, math.ceil(matched_units - 1e-9))
     selected = {
         "distilled": (trainers["distilled"].best_epoch_, trainers["distilled"].model_),
-        "shuffled": (trainers["shuffled"].best_epoch_, trainers["shuffled"].model_),
+        "random_teacher": (trainers["random_teacher"].best_epoch_, trainers["random_teacher"].model_),
         "direct": (trainers["direct"].best_epoch_, trainers["direct"].model_),
         "undistilled": trainers["undistilled"].best_up_to(epochs),
         "undistilled_matched": trainers["undistilled"].best_up_to(matched),
@@ -272,7 +292,7 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     for arm, (best, model) in selected.items():
         m[arm].update(evaluate(model, test))
         m[arm]["best_epoch"] = float(best)
-    for arm in ("distilled", "shuffled", "undistilled", "direct"):
+    for arm in ("distilled", "random_teacher", "undistilled", "direct"):
         m[arm]["step_s"] = trainers[arm].step_seconds_
         m[arm]["step_flops"] = float(trainers[arm].step_flops_)
     m["distilled"]["flops_epochs"] = matched_units
@@ -282,11 +302,13 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     m["undistilled_matched"]["epochs"] = float(matched)
     m["undistilled_matched"]["capped"] = float(matched_units > cfg.undistilled_epochs + 1e-9)
 
-    # Convergence of the two arms the gate reads, over the epochs it reads them: how much the
+    # Convergence of every arm a gate reads, over the epochs it reads them: how much the
     # validation force MAE still moved over the last fifth, relative to its final value.
     for arm, hist in (
         ("distilled", trainers["distilled"].history_),
+        ("random_teacher", trainers["random_teacher"].history_),
         ("undistilled", trainers["undistilled"].history_[:epochs]),
+        ("undistilled_matched", trainers["undistilled"].history_[:matched]),
     ):
         curve = read_curve(
             [float(e + 1) for e in range(len(hist))], [h["val_force_mae"] for h in hist], mode="min"
@@ -364,8 +386,8 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     # NVE molecular dynamics with ASE's velocity Verlet: conservative student vs direct student
     start = test_atoms[len(test_atoms) // 2].copy()
     md_lines, t_fs = {}, None
-    for k, arm in enumerate(("distilled", "direct")):
-        progress("NVE MD", k, 2)
+    for k, arm in enumerate(("distilled", "undistilled", "direct")):
+        progress("NVE MD", k, 3)
         md = run_nve(
             start,
             StudentCalculator(selected[arm][1]),
@@ -379,13 +401,17 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
         m[arm]["max_dev_mev_per_atom"] = float(np.abs(md["total"] - md["total"][0]).max() / len(start) * 1000)
         md_lines[arm] = ((md["total"] - md["total"][0]) / len(start) * 1000).tolist()
         t_fs = md["time_fs"].tolist()
-    progress("NVE MD", 2, 2)
+    progress("NVE MD", 3, 3)
     series["md_energy"] = Series(
         title="NVE total energy (velocity Verlet, 1 fs) of a test cluster",
         xlabel="time (fs)",
         ylabel="E_total(t) - E_total(0) (meV/atom)",
         x=t_fs or [],
-        lines={"conservative (distilled)": md_lines["distilled"], "direct forces": md_lines["direct"]},
+        lines={
+            "distilled (conservative)": md_lines["distilled"],
+            "undistilled (conservative)": md_lines["undistilled"],
+            "direct forces": md_lines["direct"],
+        },
     )
     # speed as the paper states it: student vs teacher MD steps, measured side by side
     progress("speed", 0, 1)
@@ -445,20 +471,21 @@ def run(
 
 
 _FULL = ClaimConfig()
-#: The test that puts a direct-force student in the distilled slot and sees drift_vs_direct fail.
+#: The test that trains a direct-force student, puts it in the distilled slot and sees
+#: drift_vs_undistilled fail (and a trained conservative student pass).
 _DRIFT_FALSIFIER = (
     "tests/methods/hessian_distill/test_hessian_distill_claim.py::"
     "test_drift_gate_fails_for_a_student_without_conservative_forces"
 )
-#: Twice the epochs of ``full``: do the equal-epoch gain and the compute-matched result hold
-#: closer to convergence (>= 150 epochs)?
-_LONG = ClaimConfig(distill=DistillConfig(epochs=160), undistilled_epochs=500)
+#: Twice the plateau budget of ``full``: the students train 160 epochs (the undistilled run to
+#: 500 for the compute-matched arm), where ``full`` may not reach their plateaus.
+_LONG = ClaimConfig(distill=dataclasses.replace(_FULL.distill, epochs=160), undistilled_epochs=500)
 _SMOKE = ClaimConfig(
     data=DataConfig(
         train_trajectories=6, val_trajectories=2, test_trajectories=4, frames_per_trajectory=2,
         warmup_steps=10, steps_between=2,
     ),
-    distill=DistillConfig(epochs=2, batch_size=4),
+    distill=dataclasses.replace(_FULL.distill, epochs=2, batch_size=4),
     foundation=FoundationConfig(
         architecture=StudentConfig(hidden=16, layers=2, n_rbf=8, cutoff=4.5), domain_trajectories=6,
         domain_frames=1, broad_clusters=2, broad_slabs=1, val_trajectories=2, epochs=2, batch_size=4,
@@ -468,6 +495,10 @@ _SMOKE = ClaimConfig(
     md_speed_steps=5,
     md_steps=300,
 )  # fmt: skip
+#: The paper's worst distilled / undistilled force-MAE ratio: SPICE iodine-containing subset,
+#: 19.6 / 25.4 meV/Å (monomers 8.5 / 13.4 = 0.63, solvated amino acids 11.4 / 22.9 = 0.50).
+_PAPER_WORST_RATIO = 0.77
+_PAPER_RATIOS = "0.50-0.77 (SPICE: amino acids 0.50, monomers 0.63, iodine 0.77)"
 
 CLAIM = Claim(
     name="hessian_distill",
@@ -483,16 +514,20 @@ CLAIM = Claim(
     statement=(
         "Distilling a foundation force field into a small, specialised student by matching rows of "
         "the teacher's energy Hessian cuts the student's force error substantially at the same "
-        "architecture, data and epochs (SPICE ratios 0.50-0.77), gives students up to 20x faster "
-        "than the teacher, and conservative students keep energy in MD."
+        "architecture and data, each student trained to its plateau (SPICE ratios 0.50-0.77), "
+        "gives students up to 20x faster than the teacher, and conservative distilled students "
+        "keep energy in MD."
     ),
     arms={
         "distilled": "TinyPaiNN (conservative) trained on EMT energies and forces + the teacher's "
-        "Hessian rows (λ_H = 400, adaptive rule on), best validation epoch",
-        "undistilled": "the same student, data, epochs and optimiser with λ_H = 0, best validation epoch",
+        "Hessian rows (λ_H = 400, adaptive rule on) for the plateau budget, best validation epoch",
+        "undistilled": "the same student, data, epochs and optimiser with λ_H = 0, best validation "
+        "epoch within the same plateau budget",
         "undistilled_matched": "the undistilled run given the distilled run's training FLOPs "
         "(more epochs), best validation epoch",
-        "shuffled": "control: teacher rows moved to other structures (same label statistics)",
+        "random_teacher": "control: distilled from the Hessian rows of an untrained network of the "
+        "teacher's architecture, rescaled to the true rows' root mean square (same cost, row count "
+        "and row size; wrong curvature)",
         "direct": "control: the same student with a direct force head (E + F training) in NVE MD",
         "teacher": "the foundation teacher (a larger network trained on a broad EMT set); its own "
         "error against EMT and its speed",
@@ -505,48 +540,66 @@ CLAIM = Claim(
             0.05,
             metric="val_plateau_rel",
             explain="The distilled student has plateaued: its validation force MAE moved by at most 5% "
-            "of its final value over the last fifth of its epochs, a third of the gate's 15% margin.",
+            "of its final value over the last fifth of its epochs.",
         ),
         converged(
             "undistilled",
             0.05,
             metric="val_plateau_rel",
-            explain="The undistilled student has plateaued by the same rule over the epochs the gate "
-            "reads it (the distilled run's epochs).",
+            explain="The undistilled student has plateaued by the same rule over the plateau budget.",
+        ),
+        converged(
+            "undistilled_matched",
+            0.05,
+            metric="val_plateau_rel",
+            explain="The undistilled student has plateaued by the same rule over the epochs whose "
+            "FLOPs equal the distilled run's.",
         ),
         ratio(
             "distilled.force_mae",
             "undistilled.force_mae",
             "<=",
-            0.85,
+            _PAPER_WORST_RATIO,
             name="force_mae_ratio",
-            paper="0.50-0.77 (SPICE subsets)",
-            falsifier="ctrl_shuffled_rows",
-            explain="Students trained with the imperfect teacher's Hessian rows make test force errors "
-            "(against EMT) at least 15% smaller than the same students trained on energies and forces "
-            "alone for the same epochs, each at its best validation epoch.",
+            paper=_PAPER_RATIOS,
+            falsifier="ctrl_random_teacher",
+            explain="At their plateaus (each at its best validation epoch of the same budget), students "
+            "trained with the imperfect teacher's Hessian rows make test force errors (against EMT) "
+            "at most 0.77 times those of the same students trained on energies and forces alone: "
+            "the paper's worst case.",
         ),
         fails(
             ratio(
-                "shuffled.force_mae",
+                "random_teacher.force_mae",
                 "undistilled.force_mae",
-                "<",
-                0.95,
-                name="ctrl_shuffled_rows",
-                explain="Teacher rows moved to the wrong structures must not cut the force error "
-                "by 5%: the gain has to come from the right second derivatives.",
+                "<=",
+                _PAPER_WORST_RATIO,
+                name="ctrl_random_teacher",
+                explain="Rows of an untrained network, at the same cost and size, must not reach the "
+                "bar: the gain has to come from the teacher's curvature, not from the extra compute "
+                "or the second-derivative term itself.",
             )
         ),
         ratio(
             "distilled.force_mae",
             "undistilled_matched.force_mae",
             "<=",
-            0.85,
+            1.0,
             name="matched_force_mae_ratio",
-            gating=False,
-            explain="At equal training FLOPs (the undistilled student trains more epochs) the "
-            "distilled student's force error is still 15% smaller; reported only, the paper "
-            "compares at equal epochs.",
+            falsifier="ctrl_random_teacher_matched",
+            explain="Given the distilled run's training FLOPs (more epochs), the undistilled student "
+            "is not more accurate than the distilled one: the rows are worth their cost.",
+        ),
+        fails(
+            ratio(
+                "random_teacher.force_mae",
+                "undistilled_matched.force_mae",
+                "<=",
+                1.0,
+                name="ctrl_random_teacher_matched",
+                explain="The random-teacher student, at the same cost, must not match the "
+                "compute-matched undistilled student.",
+            )
         ),
         ratio(
             "teacher.force_mae",
@@ -569,6 +622,29 @@ CLAIM = Claim(
             explain="The distilled student's per-atom energy error is not larger than the "
             "undistilled student's (reported only).",
         ),
+        diff(
+            "distilled.drift_mev_per_atom",
+            "undistilled.drift_mev_per_atom",
+            "<",
+            1.0,
+            name="drift_vs_undistilled",
+            paper="stable NVE MD (conservative students)",
+            falsifier=_DRIFT_FALSIFIER,
+            explain="In NVE MD the distilled student's total-energy drift exceeds the undistilled "
+            "student's by less than 1 meV/atom: the Hessian rows do not cost the energy "
+            "conservation of a conservative student.",
+        ),
+        fails(
+            diff(
+                "direct.drift_mev_per_atom",
+                "undistilled.drift_mev_per_atom",
+                "<",
+                1.0,
+                name="ctrl_direct_drift",
+                explain="A direct-force student trained on the same data must miss the drift bar, "
+                "so that the MD run can tell a student that does not conserve energy.",
+            )
+        ),
         value(
             "distilled.drift_mev_per_atom",
             "<",
@@ -578,27 +654,6 @@ CLAIM = Claim(
             paper="stable NVE MD",
             explain="The distilled student's NVE energy drifts by less than 1 meV/atom; any "
             "conservative student does, distilled or not, so this is reported only.",
-        ),
-        ratio(
-            "direct.drift_mev_per_atom",
-            "distilled.drift_mev_per_atom",
-            ">=",
-            5.0,
-            name="drift_vs_direct",
-            falsifier=_DRIFT_FALSIFIER,
-            explain="In NVE MD, a student with direct force outputs drifts at least 5 times more "
-            "than the conservative distilled student.",
-        ),
-        fails(
-            value(
-                "direct.drift_mev_per_atom",
-                "<",
-                1.0,
-                name="ctrl_direct_drift",
-                gating=False,
-                explain="The direct-force student misses the 1 meV/atom drift bound (the control "
-                "of the report-only drift_bound).",
-            )
         ),
         ratio(
             "teacher.md_step_s",
@@ -672,9 +727,13 @@ CLAIM = Claim(
         "(its own seed), trained once per process.",
         "Specialised data: 13-atom Cu–Au clusters from short Langevin MD (EMT), not SPICE/MPtrj/MD22; "
         "EMT is the reference of every error.",
-        "CPU budget: TinyPaiNN student (hidden 32, 3 layers, 4 Å cutoff), 80 equal epochs at full "
-        "and 160 at long (the undistilled run continues to 250 / 500 for the compute-matched "
-        "arm), student rows by finite-difference columns (exact for conservative models).",
+        "CPU budget: TinyPaiNN student (hidden 32, 3 layers, 4 Å cutoff), a plateau budget of 80 "
+        "epochs at full and 160 at long (the undistilled run continues to 250 / 500 for the "
+        "compute-matched arm) instead of the official 10000 epochs with ReduceLROnPlateau, each "
+        "arm read at its best validation epoch; one Hessian row per structure per step (official "
+        "force_jac_sample_size 4, 1 for solvated amino acids); student rows by finite-difference "
+        "columns (exact for conservative models).",
+        "Conservative students (the official configs train PaiNN and GemNet-dT with direct forces).",
         "Compute matching by counted FLOPs of a training step (matrix products), not wall-clock.",
         "NVE MD of 500 steps (spec: 2000) at 1 fs from 300 K; speed timed on one 13-atom cluster "
         "(MD) and one 256-atom fcc Cu cell (single calls).",

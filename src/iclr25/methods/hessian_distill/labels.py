@@ -15,6 +15,7 @@ Trap 5), and is verified against a hash of the structure's atomic numbers (Trap 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -271,14 +272,33 @@ class TeacherLabelStore:
                 out[k, : hi - lo] = vals[where[r]].reshape(hi - lo, 3)
         return out
 
+    def rms(self) -> float:
+        """Root mean square of every stored row entry (eV/Å², before the σ_F scaling).
+
+        Example:
+            >>> store = TeacherLabelStore()
+            >>> store.add("a", [29], [0, 1, 2], np.full((3, 3), 2.0))
+            >>> store.rms()
+            2.0
+        """
+        total, count = 0.0, 0
+        for sid in self.ids():
+            rows = self._load(sid)[2]
+            total += float(np.square(rows, dtype=np.float64).sum())
+            count += rows.size
+        if count == 0:
+            raise ValueError("the store holds no rows")
+        return math.sqrt(total / count)
+
     def transformed(
         self, *, permutation: dict[str, str] | None = None, sign: float = 1.0
     ) -> TeacherLabelStore:
-        """An in-memory copy whose entries are moved between ids and/or sign-flipped.
+        """An in-memory copy whose entries are moved between ids and/or multiplied by ``sign``.
 
         Used by the negative controls: ``permutation`` maps a receiving id to a donor id of the
         same atom count (the donor's rows are re-keyed to the receiver, hash included), so the
-        student is trained on rows of the wrong structure.
+        student is trained on rows of the wrong structure; ``sign`` is any factor (-1 flips the
+        rows, a positive factor rescales them).
         """
         new = TeacherLabelStore(chunk_size=self.chunk_size)
         new.meta = {**self.meta, "transformed": True}

@@ -2,8 +2,10 @@
 
 Part of the implementation of *Towards Fast, Specialized Machine Learning Force Fields:
 Distilling Foundation Models via Energy Hessians* (Ishan Amin, Sanjeev Raja, Aditi S.
-Krishnapriyan; ICLR 2025; arXiv:2501.09009). The paper's students are GemNet-dT (conservative)
-and PaiNN (direct forces), Sec. 4; here :class:`TinyPaiNN` is the dependency-free student (and,
+Krishnapriyan; ICLR 2025; arXiv:2501.09009). The paper's students are GemNet-dT and PaiNN, Sec. 4;
+the official configs train both with direct forces (``direct_forces: True`` for PaiNN and, at the
+repository's latest version, GemNet-dT), so the paper's ratios come at least partly from
+direct-force students. Here :class:`TinyPaiNN` is the dependency-free student (and,
 with a larger width and depth, the NN teacher architecture).
 
 PaiNN message and update blocks follow Schütt, Unke, Gastegger, "Equivariant message passing

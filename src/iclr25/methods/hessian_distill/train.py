@@ -156,7 +156,7 @@ class DistillTrainer:
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
             opt, factor=cfg.plateau_factor, patience=cfg.plateau_patience
         )
-        loss_h = HessianDistillationLoss(rows_per_structure=cfg.rows_per_structure, force_std=sigma)
+        loss_h = HessianDistillationLoss(rows_per_structure=cfg.force_jac_sample_size, force_std=sigma)
         weight = AdaptiveHessianWeight(
             base=cfg.lambda_h,
             teacher_val_force_mae=cfg.teacher_val_force_mae,
@@ -266,7 +266,7 @@ class DistillTrainer:
         if lam_h > 0:
             rows = sample_rows(
                 part.batch,
-                cfg.rows_per_structure,
+                cfg.force_jac_sample_size,
                 gen,
                 strategy=cfg.row_strategy,
                 running_loss=running,
