@@ -125,7 +125,7 @@ REGISTRY: dict[str, Entry] = {
             claim="fixed random routing: overlapping fixed experts; beats dense at large width",
             extra="comet",
             smoke_s=20.0,
-            full_s=275.0,
+            full_s=300.0,
         ),
         Entry(
             name="vbll_bo",

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from iclr25.methods.comet import COMETClassifier, COMETRegressor
 
@@ -80,3 +81,16 @@ def test_use_before_fit_raises_not_fitted(cls, method) -> None:
     call = getattr(cls(hidden=(8,)), method)
     with pytest.raises(NotFittedError, match="not fitted"):
         call(X, y) if method == "score" else call(X)
+
+
+# scikit-learn's own contract checks, one test each, on small nets: (32,) wide, 10 epochs at lr 0.02
+# and batch 64 train fast and still pass the checks with quality bars (check_classifiers_train,
+# check_regressors_train). Checks that need pandas or SCIPY_ARRAY_API skip where those are absent.
+@parametrize_with_checks(
+    [
+        COMETClassifier(hidden=(32,), epochs=10, lr=0.02, batch_size=64, random_state=0),
+        COMETRegressor(hidden=(32,), epochs=10, lr=0.02, batch_size=64, random_state=0),
+    ]
+)
+def test_sklearn_check_estimator(estimator, check) -> None:
+    check(estimator)

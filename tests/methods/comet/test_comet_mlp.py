@@ -14,6 +14,7 @@ from iclr25.methods.comet import (
     MoEMLP,
     ResampledRoutingMLP,
     TopKMLP,
+    evaluate,
     smaller_widths,
     train_mlp,
 )
@@ -178,6 +179,20 @@ def test_train_mlp_scores_named_eval_sets_every_epoch() -> None:
         train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=1, eval_sets={"val": x})  # type: ignore[dict-item]
 
 
+def test_train_mlp_calls_epoch_end_after_each_epoch_with_the_trained_model() -> None:
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(40, 6, generator=gen), torch.randint(0, 3, (40,), generator=gen)
+    seen: list[tuple[int, float, bool]] = []
+
+    def epoch_end(epoch: int, model: torch.nn.Module) -> None:
+        seen.append((epoch, evaluate(model, x, y, "classification"), model.training))
+
+    log = train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=3, seed=0, eval_sets={"all": (x, y)},
+                    epoch_end=epoch_end)  # fmt: skip
+    assert [e for e, _, _ in seen] == [0, 1, 2] and all(training for _, _, training in seen)
+    assert [acc for _, acc, _ in seen] == log.eval_metrics["all"]  # called after the epoch's evaluations
+
+
 def test_configs_validate() -> None:
     with pytest.raises(ValueError, match="p_keep"):
         COMETConfig(p_keep=0.0)
@@ -193,4 +208,10 @@ def test_configs_validate() -> None:
         ClaimConfig(hard_scale=1.0)
     with pytest.raises(ValueError, match="hard_noise"):
         ClaimConfig(hard_noise=-0.1)
+    with pytest.raises(ValueError, match="cluster_margin"):
+        ClaimConfig(cluster_margin=-0.1)
+    with pytest.raises(ValueError, match="sgd_lr"):
+        ClaimConfig(sgd_lr=0.0)
+    with pytest.raises(ValueError, match="cluster_n_val"):
+        ClaimConfig(cluster_n_val=0)
     assert COMETConfig.cpu_default().replace(lr=0.1).lr == 0.1

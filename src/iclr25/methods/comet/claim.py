@@ -1,24 +1,29 @@
 """Claim check of COMET: fixed random routing gives input-dependent overlapping experts that never
 die, never move, and (with enough capacity) learn faster and generalise better than a dense net.
 
-G1 mask geometry (Spearman of mask overlap against input similarity), G2 utilisation (dead units
-over random nets on digits), G3 fixed experts (masks before/after training, MLP and a tiny GPT-2),
-G4 learning (paired backbones on digits and a clustered synthetic set, with baselines) and G5 the
-width sweep (COMET and dense at widths 64, 256 and 1024 on distorted 16 x 16 digits, the paper's
-main figure) run in every seed. The learning claim is split in two: "learns faster" gates the
-first-epoch training-loss area, and "generalises better at large width" gates test accuracy at each
-run's best epoch, picked on a validation split carved from the training rows, after 20 epochs:
-against dense on digits and clusters at width 512 and on distorted digits at width 1024, and against
-Top-k, the top-1 MoE and dropout on digits. Negative controls: Bernoulli masks, a router that redraws
-V each call (in G1, G4 and G5), a rank-1 V_1. G3 (fixed experts, with the Top-k and layer-wise
-controls) holds by construction and the FLOP ratio of one training step at width 1000 is analytic,
-so both are reported, not gated (the unit tests cover them); so are the wall-clock ratio of that
-step, the epoch-5 and last-epoch accuracies, the width trend and the cluster-set baselines.
+Three parts, each with its own verdict:
+
+- experts overlap and never die: G1 mask geometry (Spearman of mask overlap against input
+  similarity) and G2 utilisation (dead units over random nets on digits) gate; G3 (fixed experts,
+  MLP and a tiny GPT-2) holds by construction and is reported only;
+- learns faster: G7, the paper's own regime (plain SGD at lr 1e-4, batch 32, 100 epochs of
+  digits), gates test accuracy at matched steps, and under Adam the first-epoch training-loss area
+  gates on digits (G4) and on the cluster set (G6);
+- generalises better at convergence: G6 trains COMET, dense and the control on a large synthetic
+  cluster set whose validation split resolves the 0.005 bar, each run read at its best
+  validation epoch, with the split's standard error and every arm's convergence as preconditions.
+
+The negative control of every learning gate is COMET with its routing redrawn at every forward
+pass; G1 also has Bernoulli masks and G2 a rank-1 V_1. Digits (G4: the sparse and MoE baselines,
+dropout, Bernoulli masks) and distorted digits (G5: the width sweep 64-1024) are reported only:
+their 288-row validation splits cannot resolve the bar. The FLOP and wall-clock ratios of one
+training step at width 1000 are reported only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 
@@ -38,6 +43,7 @@ from iclr25._core.claims import (
     ratio,
     value,
 )
+from iclr25._core.convergence import CurveReading, converged, curve_series, read_curve
 from iclr25._core.seeding import numpy_rng
 from iclr25.methods.comet import (
     COMETMLP,
@@ -49,6 +55,7 @@ from iclr25.methods.comet import (
     ResampledRoutingMLP,
     TopKMLP,
     comet_ffn_,
+    evaluate,
     mask_cosine,
     smaller_widths,
     train_mlp,
@@ -80,22 +87,36 @@ def _digits(seed: int) -> _Data:
     return (torch.tensor(Xtr, dtype=f), torch.tensor(ytr), torch.tensor(Xte, dtype=f), torch.tensor(yte))
 
 
-def _clusters(cfg: ClaimConfig, seed: int) -> _Data:
-    """About 40 Gaussian clusters in 20-d, labelled (10 classes) by a random tanh teacher."""
+def _clusters(cfg: ClaimConfig, seed: int) -> _Split:
+    """About 40 Gaussian clusters in 20-d, labelled (10 classes) by a random tanh teacher.
+
+    The label is the argmax of the teacher's 10 outputs; a draw whose two largest outputs differ
+    by less than ``cluster_margin`` is rejected (redrawn), so every kept row has a label margin and
+    the set can be learned to an accuracy at which a validation split of ``cluster_n_val`` rows
+    resolves the 0.005 bar. Training, validation and test rows are independent draws from one
+    generator; inputs are standardised with the training rows' mean and std.
+    """
     rng = numpy_rng(seed, 2)
-    d, n = 20, cfg.cluster_n_train + cfg.cluster_n_test
+    d = 20
+    n = cfg.cluster_n_train + cfg.cluster_n_val + cfg.cluster_n_test
     centers = rng.normal(0.0, 2.0, (cfg.cluster_k, d))
-    X = centers[rng.integers(0, cfg.cluster_k, n)] + rng.normal(0.0, 1.0, (n, d))
-    w1, w2 = rng.normal(0.0, 1.0 / np.sqrt(d), (d, 64)), rng.normal(0.0, 1.0 / 8.0, (64, 10))
-    y = (np.tanh(X @ w1) @ w2).argmax(1)
-    X = (X - X.mean(0)) / X.std(0)
-    f, a = torch.float32, cfg.cluster_n_train
-    return (
-        torch.tensor(X[:a], dtype=f),
-        torch.tensor(y[:a]),
-        torch.tensor(X[a:], dtype=f),
-        torch.tensor(y[a:]),
-    )
+    # the teacher: a random one-hidden-layer tanh net (no label noise)
+    w1 = rng.normal(0.0, cfg.cluster_teacher_scale / np.sqrt(d), (d, 64))
+    w2 = rng.normal(0.0, 1.0 / 8.0, (64, 10))
+    xs, ys, have = [], [], 0
+    while have < n:  # rejection sampling in blocks of n draws (deterministic for a seed)
+        X = centers[rng.integers(0, cfg.cluster_k, n)] + rng.normal(0.0, 1.0, (n, d))
+        out = np.tanh(X @ w1) @ w2  # (n, 10)
+        top2 = np.sort(out, axis=1)[:, -2:]  # (n, 2)
+        keep = top2[:, 1] - top2[:, 0] >= cfg.cluster_margin
+        xs.append(X[keep])
+        ys.append(out[keep].argmax(1))
+        have += int(keep.sum())
+    X, y = np.concatenate(xs)[:n], np.concatenate(ys)[:n]
+    a, b = cfg.cluster_n_train, cfg.cluster_n_train + cfg.cluster_n_val
+    X = (X - X[:a].mean(0)) / X[:a].std(0)
+    Xt, yt = torch.tensor(X, dtype=torch.float32), torch.tensor(y)
+    return Xt[:a], yt[:a], Xt[a:b], yt[a:b], Xt[b:], yt[b:]
 
 
 def _distort(images: np.ndarray, copies: int, cfg: ClaimConfig, gen: torch.Generator) -> torch.Tensor:
@@ -385,13 +406,11 @@ def _build(arm: str, d_in: int, n_tr: int, hidden: tuple[int, ...], p: float, s:
     return COMETMLP(d_in, hidden, 10, p_keep=p, seed=s, routing="layerwise")
 
 
-#: arms trained on ``g4_seeds`` paired backbones per data set (the gated comparisons)
-_G4_ARMS = {
-    "digits": ("comet", "dense", "resampled", "bernoulli", "smaller", "topk", "dropout", "moe"),
-    "clusters": ("comet", "dense", "resampled", "bernoulli"),
-}
-#: arms trained on ``g4_extra_seeds`` backbones per data set (reported only)
-_G4_EXTRA = {"digits": (), "clusters": ("topk", "dropout", "moe")}
+#: arms trained on ``g4_seeds`` paired backbones on digits
+_G4_ARMS = ("comet", "dense", "resampled", "bernoulli", "smaller", "topk", "dropout", "moe")
+#: arms of G6 (the cluster set, at convergence) and of G7 (the paper's SGD regime on digits)
+_G6_ARMS = ("comet", "dense", "resampled")
+_G7_ARMS = ("comet", "dense", "resampled")
 _EARLY_EPOCH = 5  # the epoch the earlier check gated at, kept as a report-only row
 
 
@@ -402,11 +421,10 @@ def _val_se(fits: dict[str, list[_Fit]], n_val: int) -> float:
     return max(float(np.sqrt(p * (1.0 - p) / n_val)) for p in ps)
 
 
-def _g4_fits(cfg: ClaimConfig) -> int:
-    """Training runs of G4 and G5 (for the progress display)."""
-    n = sum((len(arms) + 2) * cfg.g4_seeds for arms in _G4_ARMS.values())
-    n += sum(len(arms) * cfg.g4_extra_seeds for arms in _G4_EXTRA.values())
-    return n + (2 * len(cfg.sweep_widths) + 1) * cfg.sweep_seeds
+def _n_fits(cfg: ClaimConfig) -> int:
+    """Training runs of G4-G7 (for the progress display)."""
+    n = (len(_G4_ARMS) + 2) * cfg.g4_seeds + (2 * len(cfg.sweep_widths) + 1) * cfg.sweep_seeds
+    return n + len(_G6_ARMS) * cfg.cluster_seeds + len(_G7_ARMS) * cfg.sgd_seeds
 
 
 def _summarise(fits: list[_Fit]) -> dict[str, float]:
@@ -418,26 +436,25 @@ def _summarise(fits: list[_Fit]) -> dict[str, float]:
     }
 
 
-def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[str, float]],
-        series: dict[str, Series], progress: ProgressFn = no_progress) -> int:  # fmt: skip
-    """G4: every arm trains ``g4_epochs`` epochs on the same backbones and batches; accuracy is read
-    at each run's best validation epoch, learning speed from the epoch-1 training losses.
+def _g4(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]],
+        series: dict[str, Series], progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
+    """G4 on digits: every arm trains ``g4_epochs`` epochs of Adam on the same backbones and
+    batches; accuracy is read at each run's best validation epoch, learning speed from the
+    epoch-1 training losses.
 
     Returns:
-        The number of training runs done (for the progress display).
+        The number of training runs done so far (for the progress display).
     """
     p, w = cfg.p_keep, cfg.g4_width
-    total, done = _g4_fits(cfg), 0
+    total = _n_fits(cfg)
     early = min(_EARLY_EPOCH, cfg.g4_epochs) - 1
     progress("G4 learning fits", done, total)
-    for name, raw in sets.items():
-        data = _split_val(raw, cfg.g4_val_frac, seed)
+    for name in ("digits",):
         d_in, n_tr = data[0].shape[1], len(data[0])
         curves: dict[str, list[float]] = {}
         losses: dict[str, list[float]] = {}
         gated: dict[str, list[_Fit]] = {}
-        runs = [(arm, w, cfg.g4_seeds) for arm in _G4_ARMS[name]]
-        runs += [(arm, w, cfg.g4_extra_seeds) for arm in _G4_EXTRA[name]]
+        runs = [(arm, w, cfg.g4_seeds) for arm in _G4_ARMS]
         runs += [(arm, cfg.g4_narrow, cfg.g4_seeds) for arm in ("comet", "dense")]
         for arm, width, n_seeds in runs:
             # paired: backbone seed 1000 * seed + i gives the same init and batch order to every arm
@@ -482,11 +499,11 @@ def _g4(cfg: ClaimConfig, seed: int, sets: dict[str, _Data], m: dict[str, dict[s
 
 
 def _g5(cfg: ClaimConfig, seed: int, raw: _Data, m: dict[str, dict[str, float]], series: dict[str, Series],
-        progress: ProgressFn = no_progress, done: int = 0) -> None:  # fmt: skip
+        progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
     """G5: the width sweep (the paper's main figure) on distorted digits. COMET and dense train at
     every width of ``sweep_widths`` on the same backbones; the redrawn-routing control trains at
     the widest. Accuracy is read at each run's best validation epoch, as in G4."""
-    p, total = cfg.p_keep, _g4_fits(cfg)
+    p, total = cfg.p_keep, _n_fits(cfg)
     data = _split_val(raw, cfg.g4_val_frac, seed)
     d_in, n_tr = data[0].shape[1], len(data[0])
     widest = cfg.sweep_widths[-1]
@@ -531,6 +548,133 @@ def _g5(cfg: ClaimConfig, seed: int, raw: _Data, m: dict[str, dict[str, float]],
         ylabel="test accuracy (gated at each run's best validation epoch)",
         x=[float(e + 1) for e in range(cfg.g4_epochs)], lines=curves,
     )  # fmt: skip
+    return done
+
+
+def _best_so_far(values: list[float]) -> list[float]:
+    """The running maximum of a validation curve: the accuracy a best-epoch reading would give
+    if training stopped at each epoch."""
+    return [float(v) for v in np.maximum.accumulate(np.asarray(values, dtype=float))]
+
+
+def _g6(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]], series: dict[str, Series],
+        progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
+    """G6, generalisation at convergence: COMET, dense and the redrawn-routing control train
+    ``cluster_epochs`` epochs of Adam on the large cluster set (same backbones, same batches).
+    Each run is read at its best epoch on the validation split; its test accuracy is scored at
+    every new best validation epoch and at the last epoch only. Convergence: the best-so-far
+    validation accuracy has stopped rising (its plateau gap over the last fifth of epochs).
+
+    Returns:
+        The number of training runs done so far (for the progress display).
+    """
+    Xtr, ytr, Xva, yva, Xte, yte = data
+    p, w, total = cfg.p_keep, cfg.g4_width, _n_fits(cfg)
+    epochs = [float(e + 1) for e in range(cfg.cluster_epochs)]
+    readings: dict[str, CurveReading] = {}
+    losses: dict[str, list[float]] = {}
+    best_val: dict[str, float] = {}
+    for arm in _G6_ARMS:
+        keys = ("acc", "acc_last", "auc1", "best", "epoch", "gap", "raw")
+        rows: dict[str, list[float]] = {k: [] for k in keys}
+        val_mean = np.zeros(cfg.cluster_epochs)
+        loss_mean = np.zeros(math.ceil(len(Xtr) / cfg.g4_batch))
+        for i in range(cfg.cluster_seeds):
+            s = seed * 1000 + 300 + i  # backbones of their own, paired across the arms
+            net = _build(arm, Xtr.shape[1], len(Xtr), (w,) * 3, p, s)
+            val: list[float] = []
+            at_best = {"val": -1.0, "test": math.nan, "last": math.nan}
+
+            def epoch_end(epoch: int, model: torch.nn.Module, val: list[float] = val,
+                          at_best: dict[str, float] = at_best) -> None:  # fmt: skip
+                acc = evaluate(model, Xva, yva, "classification")
+                val.append(acc)
+                if acc > at_best["val"]:  # a new best validation epoch: score the test set there
+                    at_best["val"], at_best["test"] = acc, evaluate(model, Xte, yte, "classification")
+                if epoch == cfg.cluster_epochs - 1:
+                    at_best["last"] = evaluate(model, Xte, yte, "classification")
+
+            log = train_mlp(net, Xtr, ytr, epochs=cfg.cluster_epochs, batch_size=cfg.g4_batch, lr=cfg.g4_lr,
+                            seed=s, epoch_end=epoch_end)  # fmt: skip
+            reading = read_curve(epochs, _best_so_far(val))
+            rows["acc"].append(at_best["test"])
+            rows["acc_last"].append(at_best["last"])
+            rows["auc1"].append(float(np.mean(log.step_loss[: log.steps_per_epoch])))
+            rows["best"].append(reading.best)
+            rows["epoch"].append(reading.best_step)
+            rows["gap"].append(reading.plateau_gap)
+            rows["raw"].append(read_curve(epochs, val).plateau_gap)
+            val_mean += np.asarray(val) / cfg.cluster_seeds
+            loss_mean += np.asarray(log.step_loss[: log.steps_per_epoch]) / cfg.cluster_seeds
+            done += 1
+            progress("G6 cluster-set fits", done, total)
+        mean = {k: float(np.mean(v)) for k, v in rows.items()}
+        m[arm]["clusters_acc"] = mean["acc"]
+        m[arm]["clusters_acc_last"] = mean["acc_last"]
+        m[arm]["clusters_auc1"] = mean["auc1"]
+        m[arm]["clusters_best_epoch"] = mean["epoch"]
+        m[arm]["clusters_val_best"] = mean["best"]
+        # the largest gap over the paired backbones: every run must have converged
+        m[arm]["clusters_plateau_gap"] = float(np.max(rows["gap"]))
+        m[arm]["clusters_val_gap"] = float(np.max(rows["raw"]))
+        best_val[arm] = mean["best"]
+        readings[arm] = read_curve(epochs, [float(v) for v in val_mean])
+        losses[arm] = [float(v) for v in loss_mean]
+    # binomial standard error of the validation accuracy that picks the best epoch (the larger of
+    # COMET's and dense's): the selection noise the 0.005 bar must exceed
+    m["comet"]["clusters_val_se"] = max(
+        float(np.sqrt(best_val[a] * (1.0 - best_val[a]) / len(yva))) for a in ("comet", "dense")
+    )
+    series["learning_clusters"] = curve_series(
+        f"Validation accuracy per epoch, cluster set ({len(Xtr):,} training rows, width {w}, p_k = {p})",
+        readings, xlabel="epoch", ylabel="validation accuracy (gated: test at each run's best epoch)",
+    )  # fmt: skip
+    series["epoch1_loss_clusters"] = Series(
+        title=f"Training loss in epoch 1, cluster set (width {w}, p_k = {p}, Adam)", xlabel="optimiser step",
+        ylabel="training loss", x=[float(t + 1) for t in range(len(losses["comet"]))], lines=losses,
+    )  # fmt: skip
+    return done
+
+
+def _g7(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]], series: dict[str, Series],
+        progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
+    """G7, learning speed in the paper's regime: plain SGD at ``sgd_lr``, batch ``g4_batch``,
+    ``sgd_epochs`` epochs on digits (the official script's optimiser, rate, batch and epochs), for
+    COMET, dense and the redrawn-routing control on the same backbones and batches as G4. Every
+    arm is read at the same step (equal compute): test accuracy after the last step.
+
+    Returns:
+        The number of training runs done so far (for the progress display).
+    """
+    Xtr, ytr, _, _, Xte, yte = data
+    p, w, total = cfg.p_keep, cfg.g4_width, _n_fits(cfg)
+    curves: dict[str, list[float]] = {}
+    steps = 0
+    for arm in _G7_ARMS:
+        tests, losses = [], []
+        for i in range(cfg.sgd_seeds):
+            s = seed * 1000 + i  # G4's backbones
+            net = _build(arm, Xtr.shape[1], len(Xtr), (w,) * 3, p, s)
+            log = train_mlp(net, Xtr, ytr, epochs=cfg.sgd_epochs, batch_size=cfg.g4_batch, lr=cfg.sgd_lr,
+                            optimizer="sgd", seed=s, eval_sets={"test": (Xte, yte)})  # fmt: skip
+            tests.append(log.eval_metrics["test"])
+            losses.append(float(np.mean(log.step_loss[-log.steps_per_epoch :])))
+            steps = log.steps_per_epoch
+            done += 1
+            progress("G7 paper-regime fits", done, total)
+        curve = np.mean(tests, axis=0)  # (sgd_epochs,)
+        m[arm]["sgd_acc"] = float(curve[-1])
+        m[arm]["sgd_acc_mean"] = float(curve.mean())
+        m[arm]["sgd_acc_half"] = float(curve[len(curve) // 2 - 1]) if len(curve) > 1 else float(curve[-1])
+        m[arm]["sgd_loss_last"] = float(np.mean(losses))
+        curves[arm] = [float(v) for v in curve]
+    m["comet"]["sgd_steps"] = float(steps * cfg.sgd_epochs)
+    series["sgd_digits"] = Series(
+        title=f"The paper's regime: SGD lr {cfg.sgd_lr:g}, batch {cfg.g4_batch}, digits (N = {w}, p_k = {p})",
+        xlabel="optimiser step", ylabel="test accuracy (gated after the last step)",
+        x=[float(steps * (e + 1)) for e in range(cfg.sgd_epochs)], lines=curves,
+    )  # fmt: skip
+    return done
 
 
 def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
@@ -580,7 +724,7 @@ def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> N
 def run(
     config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
 ) -> RunResult:
-    """Run G1-G5 and the step-cost comparison for one seed.
+    """Run G1-G7 and the step-cost comparison for one seed.
 
     The harness runs it inside :func:`~iclr25._core.seeding.claim_scope` (one thread, seeded global
     RNGs, which the dropout arm and the tiny GPT-2's dropout draw from). ``device`` is accepted for
@@ -588,15 +732,15 @@ def run(
 
     Args:
         config: the sizes of the check.
-        seed: the claim seed; G4's paired backbone seeds are ``1000 * seed + i``, G5's
-            ``1000 * seed + 500 + i``.
+        seed: the claim seed; G4's and G7's paired backbone seeds are ``1000 * seed + i``, G5's
+            ``1000 * seed + 500 + i`` and G6's ``1000 * seed + 300 + i``.
         device: ignored (CPU).
         progress: called with the stage and its fits done, from the long loops.
 
     Returns:
-        The per-arm metrics, the mask-overlap, learning-curve, epoch-1 loss and width-sweep series,
-        and notes that give the two parts of the learning claim ("learns faster", "generalises
-        better at large width") separately for this seed.
+        The per-arm metrics, the mask-overlap, learning-curve, epoch-1 loss, width-sweep and
+        paper-regime series, and notes that give the two parts of the learning claim ("learns
+        faster", "generalises better at convergence") separately for this seed.
     """
     arms = ("comet", "dense", "smaller", "dropout", "topk", "moe", "bernoulli", "layerwise", "resampled",
             "rank1", "live_emb")  # fmt: skip
@@ -614,14 +758,20 @@ def run(
     progress("G3 fixed experts", 0, 1)
     _g3(config, seed, digits, m)
     stamps.append(time.perf_counter())
-    done = _g4(config, seed, {"digits": digits, "clusters": _clusters(config, seed)}, m, series, progress)
+    digits_split = _split_val(digits, config.g4_val_frac, seed)
+    done = _g4(config, seed, digits_split, m, series, progress)
     stamps.append(time.perf_counter())
-    _g5(config, seed, _hard_digits(config, seed), m, series, progress, done)
+    done = _g5(config, seed, _hard_digits(config, seed), m, series, progress, done)
+    stamps.append(time.perf_counter())
+    done = _g6(config, seed, _clusters(config, seed), m, series, progress, done)
+    stamps.append(time.perf_counter())
+    _g7(config, seed, digits_split, m, series, progress, done)
     stamps.append(time.perf_counter())
     progress("step cost", 0, 1)
     _step_cost(config, seed, m)
     stamps.append(time.perf_counter())
-    for name, t_a, t_b in zip(("g1", "g2", "g3", "g4", "g5", "cost"), stamps[:-1], stamps[1:], strict=True):
+    stages = ("g1", "g2", "g3", "g4", "g5", "g6", "g7", "cost")
+    for name, t_a, t_b in zip(stages, stamps[:-1], stamps[1:], strict=True):
         m["comet"][f"{name}_s"] = t_b - t_a
     m["comet"]["total_s"] = time.perf_counter() - t0
     notes = [
@@ -637,39 +787,51 @@ def run(
         + f"; redrawn routing - dense at {config.sweep_widths[-1]}: "
         f"{m['resampled']['hard_acc'] - m['dense']['hard_acc']:+.4f}",
     ]
-    for name in ("digits", "clusters", "hard"):
-        c, d = m["comet"], m["dense"]
-        if name == "hard":
-            notes.append(
-                f"hard (width {config.sweep_widths[-1]}): learns faster? epoch-1 loss COMET/dense = "
-                f"{c['hard_auc1'] / d['hard_auc1']:.3f}; generalises better? best-epoch test acc "
-                f"COMET - dense = {c['hard_acc'] - d['hard_acc']:+.4f} (best epochs COMET "
-                f"{c['hard_best_epoch']:.1f}, dense {d['hard_best_epoch']:.1f})"
-            )
-            continue
-        speed = c[f"{name}_auc1"] / d[f"{name}_auc1"]
-        gap, ep = c[f"{name}_acc"] - d[f"{name}_acc"], f"{name}_acc_ep{_EARLY_EPOCH}"
-        notes.append(
-            f"{name}: learns faster? epoch-1 loss COMET/dense = {speed:.3f}; generalises better? "
-            f"best-epoch test acc COMET - dense = {gap:+.4f} (epoch {_EARLY_EPOCH}: {c[ep] - d[ep]:+.4f}; "
-            f"best epochs COMET {c[f'{name}_best_epoch']:.1f}, dense {d[f'{name}_best_epoch']:.1f})"
-        )
+    c, d, r = m["comet"], m["dense"], m["resampled"]
+    notes.append(
+        f"digits (width {config.g4_width}, Adam): learns faster? epoch-1 loss COMET/dense = "
+        f"{c['digits_auc1'] / d['digits_auc1']:.3f}; best-epoch test acc COMET - dense = "
+        f"{c['digits_acc'] - d['digits_acc']:+.4f} (epoch {_EARLY_EPOCH}: "
+        f"{c[f'digits_acc_ep{_EARLY_EPOCH}'] - d[f'digits_acc_ep{_EARLY_EPOCH}']:+.4f}; best epochs COMET "
+        f"{c['digits_best_epoch']:.1f}, dense {d['digits_best_epoch']:.1f})"
+    )
+    notes.append(
+        f"hard (width {config.sweep_widths[-1]}): epoch-1 loss COMET/dense = "
+        f"{c['hard_auc1'] / d['hard_auc1']:.3f}; "
+        f"best-epoch test acc COMET - dense = {c['hard_acc'] - d['hard_acc']:+.4f} (best epochs COMET "
+        f"{c['hard_best_epoch']:.1f}, dense {d['hard_best_epoch']:.1f})"
+    )
+    notes.append(
+        f"paper's regime (SGD lr {config.sgd_lr:g}, {c['sgd_steps']:.0f} steps on digits): test acc COMET "
+        f"{c['sgd_acc']:.4f}, dense {d['sgd_acc']:.4f}, redrawn routing {r['sgd_acc']:.4f}"
+    )
+    notes.append(
+        f"cluster set at convergence ({config.cluster_n_train:,} training rows): best-epoch test acc COMET "
+        f"{c['clusters_acc']:.4f}, dense {d['clusters_acc']:.4f}, redrawn routing {r['clusters_acc']:.4f}; "
+        f"best epochs {c['clusters_best_epoch']:.1f} / {d['clusters_best_epoch']:.1f} / "
+        f"{r['clusters_best_epoch']:.1f}; best-so-far plateau gaps {c['clusters_plateau_gap']:.4f} / "
+        f"{d['clusters_plateau_gap']:.4f} / {r['clusters_plateau_gap']:.4f}; validation SE "
+        f"{c['clusters_val_se']:.5f}"
+    )
     return RunResult(metrics=m, series=series, notes=notes)
 
 
 _FULL = ClaimConfig()
+#: expected wall time of one full seed on one thread of an otherwise idle core
+_FULL_S = 300.0
 _SMOKE = ClaimConfig(
     g1_pairs=50, g1_routers=2, g2_nets=3, g3_width=64, g3_steps=20, g3_probe=64, g3_lm_steps=5,
-    g4_width=128, g4_narrow=32, g4_epochs=2, g4_seeds=1, g4_extra_seeds=1, cluster_n_train=400,
-    cluster_n_test=400, cost_steps=3, sweep_widths=(16, 32, 64), hard_test_copies=1,
+    g4_width=128, g4_narrow=32, g4_epochs=2, g4_seeds=1, cluster_n_train=400, cluster_n_val=400,
+    cluster_n_test=400, cluster_epochs=3, sgd_epochs=2, cost_steps=3, sweep_widths=(16, 32, 64),
+    hard_test_copies=1,
 )  # fmt: skip
 
 #: the claim's sub-claims, each judged on its own rows beside the overall verdict
 _PARTS = {
     "experts overlap and never die": ("g1_", "ctrl_g1_", "g2_", "ctrl_g2_", "g3_", "ctrl_g3_"),
-    "learns faster": ("speed_", "ctrl_speed_"),
-    "generalises better at large width": (
-        "val_se_", "general_", "ctrl_general_", "vs_", "ctrl_vs_", "early_", "last_", "capacity_",
+    "learns faster": ("sgd_", "ctrl_sgd_", "speed_", "ctrl_speed_"),
+    "generalises better at convergence": (
+        "val_se_", "converged_", "general_", "ctrl_general_", "vs_", "early_", "last_", "capacity_",
         "width_",
     ),
 }  # fmt: skip
@@ -679,6 +841,10 @@ def _part_of(name: str) -> str:
     """The sub-claim a criterion belongs to, from its name ("" for the step-cost rows)."""
     return next((part for part, prefixes in _PARTS.items() if name.startswith(prefixes)), "")
 
+
+#: the largest rise of a run's best-so-far validation accuracy over its last fifth of epochs that
+#: counts as converged: half the 0.005 accuracy bar, fixed before any run
+_CONVERGE_EPS = 0.0025
 
 _CRITERIA = (
     value(
@@ -775,7 +941,41 @@ _CRITERIA = (
             explain="Reported only: masks read from each FFN's trained input move in training.",
         )
     ),
-    # -- G4a "learns faster": the first-epoch training-loss area ---------------------------
+    # -- "learns faster" (a): the paper's regime, plain SGD at lr 1e-4, read at matched steps --
+    diff(
+        "comet.sgd_acc",
+        "dense.sgd_acc",
+        ">=",
+        0.005,
+        name="sgd_digits",
+        paper="Figs. 3-5: faster learning (run_models.py: SGD, lr 1e-4, batch 32, 100 epochs)",
+        falsifier="ctrl_sgd_resampled",
+        explain="Learns faster in the paper's regime: after the same number of plain-SGD steps (lr "
+        "1e-4, batch 32, 100 epochs of digits), COMET's test accuracy is at least 0.5 points above "
+        "the same-width dense network's (same backbone, same batches).",
+    ),
+    fails(
+        diff(
+            "resampled.sgd_acc",
+            "dense.sgd_acc",
+            ">=",
+            0.005,
+            name="ctrl_sgd_resampled",
+            explain="COMET with its routing redrawn at every step does not beat dense at matched "
+            "steps in that regime.",
+        )
+    ),
+    diff(
+        "comet.sgd_acc_mean",
+        "dense.sgd_acc_mean",
+        ">=",
+        0.005,
+        name="sgd_digits_mean",
+        gating=False,
+        explain="Reported only: the same rule on the test accuracy averaged over the 100 epoch "
+        "checkpoints (the area under the learning curve).",
+    ),
+    # -- "learns faster" (b): Adam, the first-epoch training-loss area ---------------------
     ratio(
         "comet.digits_auc1",
         "dense.digits_auc1",
@@ -784,8 +984,8 @@ _CRITERIA = (
         name="speed_digits",
         paper="Figs. 3-5: faster learning",
         falsifier="ctrl_speed_resampled_digits",
-        explain="Learns faster: COMET's mean training loss over the first epoch on digits is at most "
-        "97 % of the same-width dense network's (same backbones, same batches).",
+        explain="Learns faster under Adam: COMET's mean training loss over the first epoch on digits "
+        "is at most 97 % of the same-width dense network's (same backbones, same batches).",
     ),
     ratio(
         "comet.clusters_auc1",
@@ -795,7 +995,7 @@ _CRITERIA = (
         name="speed_clusters",
         paper="Figs. 3-5: faster learning",
         falsifier="ctrl_speed_resampled_clusters",
-        explain="Learns faster: the same first-epoch loss rule on the synthetic 40-cluster set.",
+        explain="Learns faster under Adam: the same first-epoch loss rule on the cluster set.",
     ),
     ratio(
         "comet.digits_auc1",
@@ -848,35 +1048,32 @@ _CRITERIA = (
         explain="Reported only: COMET's first-epoch loss on digits is below that of fixed random "
         "per-example masks (which, seen once each in epoch 1, are input-independent masks).",
     ),
-    # -- G4b "generalises better at large width": test accuracy at convergence -------------
-    *(
-        value(
-            f"comet.{name}_val_se",
-            "<=",
-            0.005 / 4,
-            name=f"val_se_{name}",
-            precondition=True,
-            explain=f"Precondition: the validation split that picks each run's best epoch on {label} "
-            "resolves the 0.005 bar of the accuracy gates: the standard error of its accuracy (COMET's "
-            "or dense's, the larger) is at most a quarter of the bar.",
-        )
-        for name, label in (
-            ("digits", "digits"),
-            ("clusters", "the cluster set"),
-            ("hard", "distorted digits"),
-        )
+    # -- "generalises better at convergence": the large cluster set (G6) ---------------------
+    value(
+        "comet.clusters_val_se",
+        "<=",
+        0.005 / 4,
+        name="val_se_clusters",
+        precondition=True,
+        explain="Precondition: the validation split that picks each run's best epoch on the cluster "
+        "set resolves the 0.005 bar: the binomial standard error of its accuracy (COMET's or dense's, "
+        "the larger) is at most a quarter of the bar.",
     ),
-    diff(
-        "comet.digits_acc",
-        "dense.digits_acc",
-        ">=",
-        0.005,
-        name="general_digits",
-        paper="Figs. 3-5: COMET above dense at large width",
-        falsifier="ctrl_general_resampled_digits",
-        explain="Generalises better: at width 512 on digits, COMET's test accuracy at its best "
-        "validation epoch (of 20) is at least 0.5 points above the dense network's at its own best "
-        "epoch (mean over the paired backbones).",
+    *(
+        converged(
+            arm,
+            _CONVERGE_EPS,
+            metric="clusters_plateau_gap",
+            name=f"converged_{arm}_clusters",
+            explain=f"Precondition: the {label} has converged on the cluster set: its best-so-far "
+            "validation accuracy rose by at most 0.0025 (half the bar) over the last fifth of its "
+            "epochs, so a longer run would not change its best-epoch reading by as much as the bar.",
+        )
+        for arm, label in (
+            ("comet", "COMET arm"),
+            ("dense", "dense arm"),
+            ("resampled", "redrawn-routing control"),
+        )
     ),
     diff(
         "comet.clusters_acc",
@@ -886,18 +1083,9 @@ _CRITERIA = (
         name="general_clusters",
         paper="Figs. 3-5: COMET above dense at large width",
         falsifier="ctrl_general_resampled_clusters",
-        explain="Generalises better: the same best-epoch accuracy rule on the synthetic 40-cluster set.",
-    ),
-    fails(
-        diff(
-            "resampled.digits_acc",
-            "dense.digits_acc",
-            ">=",
-            0.005,
-            name="ctrl_general_resampled_digits",
-            explain="COMET with its routing redrawn at every forward pass does not beat dense on "
-            "digits at its best epoch.",
-        )
+        explain="Generalises better at convergence: on the cluster set (width 512), COMET's test "
+        "accuracy at its best validation epoch is at least 0.5 points above the dense network's at "
+        "its own best epoch (same backbone, same batches).",
     ),
     fails(
         diff(
@@ -906,57 +1094,9 @@ _CRITERIA = (
             ">=",
             0.005,
             name="ctrl_general_resampled_clusters",
-            explain="Nor on the cluster set.",
+            explain="COMET with its routing redrawn at every forward pass does not beat dense on the "
+            "cluster set at its best epoch.",
         )
-    ),
-    fails(
-        diff(
-            "bernoulli.digits_acc",
-            "dense.digits_acc",
-            ">=",
-            0.005,
-            name="ctrl_general_bernoulli_digits",
-            explain="Fixed random masks per training example (off at test) do not beat dense on "
-            "digits at their best epoch.",
-        )
-    ),
-    fails(
-        diff(
-            "bernoulli.clusters_acc",
-            "dense.clusters_acc",
-            ">=",
-            0.005,
-            name="ctrl_general_bernoulli_clusters",
-            explain="Nor on the cluster set.",
-        )
-    ),
-    diff(
-        "comet.digits_acc_ep5",
-        "dense.digits_acc_ep5",
-        ">=",
-        0.005,
-        name="early_digits_ep5",
-        gating=False,
-        explain="Reported only: the same accuracy rule read at epoch 5, where the earlier check "
-        "gated (an early-stopping artefact: the gap closes by convergence).",
-    ),
-    diff(
-        "comet.clusters_acc_ep5",
-        "dense.clusters_acc_ep5",
-        ">=",
-        0.005,
-        name="early_clusters_ep5",
-        gating=False,
-        explain="Reported only: the epoch-5 rule on the cluster set.",
-    ),
-    diff(
-        "comet.digits_acc_last",
-        "dense.digits_acc_last",
-        ">=",
-        0.005,
-        name="last_digits",
-        gating=False,
-        explain="Reported only: the accuracy rule read at the last (20th) epoch on digits.",
     ),
     diff(
         "comet.clusters_acc_last",
@@ -966,6 +1106,74 @@ _CRITERIA = (
         name="last_clusters",
         gating=False,
         explain="Reported only: the accuracy rule read at the last epoch on the cluster set.",
+    ),
+    # -- reported only: digits (G4) and distorted digits (G5), whose validation splits (288 rows)
+    # cannot resolve the 0.005 bar --------------------------------------------------------------
+    *(
+        value(
+            f"comet.{name}_val_se",
+            "<=",
+            0.005 / 4,
+            name=f"val_se_{name}",
+            gating=False,
+            explain=f"Reported only: the standard error of the {label} validation split (at the best "
+            "validation accuracy, COMET's or dense's, the larger) against a quarter of the 0.005 bar. "
+            "It misses it, so the accuracy rows on this set are reported, not gated.",
+        )
+        for name, label in (("digits", "digits"), ("hard", "distorted-digits"))
+    ),
+    diff(
+        "comet.digits_acc",
+        "dense.digits_acc",
+        ">=",
+        0.005,
+        name="general_digits",
+        gating=False,
+        paper="Figs. 3-5: COMET above dense at large width",
+        explain="Reported only: at width 512 on digits (Adam, 20 epochs), COMET's test accuracy at its "
+        "best validation epoch against the dense network's at its own (mean over the paired backbones).",
+    ),
+    fails(
+        diff(
+            "resampled.digits_acc",
+            "dense.digits_acc",
+            ">=",
+            0.005,
+            name="ctrl_general_resampled_digits",
+            gating=False,
+            explain="Reported only: the redrawn-routing variant against dense on digits.",
+        )
+    ),
+    fails(
+        diff(
+            "bernoulli.digits_acc",
+            "dense.digits_acc",
+            ">=",
+            0.005,
+            name="ctrl_general_bernoulli_digits",
+            gating=False,
+            explain="Reported only: fixed random masks per training example (off at test) against "
+            "dense on digits.",
+        )
+    ),
+    diff(
+        "comet.digits_acc_ep5",
+        "dense.digits_acc_ep5",
+        ">=",
+        0.005,
+        name="early_digits_ep5",
+        gating=False,
+        explain="Reported only: the same accuracy rule read at epoch 5, where an earlier version of "
+        "this check gated (an early-stopping artefact: the gap closes by convergence).",
+    ),
+    diff(
+        "comet.digits_acc_last",
+        "dense.digits_acc_last",
+        ">=",
+        0.005,
+        name="last_digits",
+        gating=False,
+        explain="Reported only: the accuracy rule read at the last (20th) epoch on digits.",
     ),
     value(
         "comet.digits_capacity_flip",
@@ -977,59 +1185,30 @@ _CRITERIA = (
         explain="Reported only: COMET's best-epoch accuracy edge over dense on digits is larger at "
         "width 512 than at width 64.",
     ),
-    # -- G4c the sparse and MoE baselines of the paper, gated on digits --------------------
     *(
-        crit
-        for arm, label in (("topk", "Top-k baseline"), ("moe", "top-1 MoE"), ("dropout", "dropout net"))
-        for crit in (
-            diff(
-                "comet.digits_acc",
-                f"{arm}.digits_acc",
-                ">=",
-                0.005,
-                name=f"vs_{arm}_digits",
-                paper="Figs. 3-5: COMET above the sparse and MoE baselines",
-                falsifier=f"ctrl_vs_{arm}_resampled",
-                explain=f"Generalises better than the {label}: at width 512 on digits, COMET's test "
-                f"accuracy at its best validation epoch is at least 0.5 points above the {label}'s "
-                "(mean over the paired backbones).",
-            ),
-            fails(
-                diff(
-                    "resampled.digits_acc",
-                    f"{arm}.digits_acc",
-                    ">=",
-                    0.005,
-                    name=f"ctrl_vs_{arm}_resampled",
-                    explain=f"COMET with its routing redrawn at every pass does not beat the {label} "
-                    "on digits.",
-                )
-            ),
-            diff(
-                "comet.clusters_acc",
-                f"{arm}.clusters_acc",
-                ">=",
-                0.005,
-                name=f"vs_{arm}_clusters",
-                gating=False,
-                paper="Figs. 3-5: COMET above the sparse and MoE baselines",
-                explain=f"Reported only (one backbone a seed): the same rule against the {label} on "
-                "the cluster set.",
-            ),
+        diff(
+            "comet.digits_acc",
+            f"{arm}.digits_acc",
+            ">=",
+            0.005,
+            name=f"vs_{arm}_digits",
+            gating=False,
+            paper="Figs. 3-5: COMET above the sparse and MoE baselines",
+            explain=f"Reported only: at width 512 on digits, COMET's best-epoch test accuracy against "
+            f"the {label}'s (mean over the paired backbones).",
         )
+        for arm, label in (("topk", "Top-k baseline"), ("moe", "top-1 MoE"), ("dropout", "dropout net"))
     ),
-    # -- G5 the width sweep on distorted digits (the paper's main figure) -------------------
     diff(
         "comet.hard_acc",
         "dense.hard_acc",
         ">=",
         0.005,
         name="general_hard_wide",
+        gating=False,
         paper="Figs. 3-5: COMET above dense at large width (N = 1000 on CIFAR-10)",
-        falsifier="ctrl_general_resampled_hard",
-        explain="Generalises better at large width on a harder image set: at the widest width of the "
-        "sweep (1024) on distorted 16 x 16 digits, COMET's test accuracy at its best validation epoch "
-        "is at least 0.5 points above the dense network's.",
+        explain="Reported only: at the widest width of the sweep (1024) on distorted 16 x 16 digits, "
+        "COMET's test accuracy at its best validation epoch against the dense network's.",
     ),
     fails(
         diff(
@@ -1038,7 +1217,8 @@ _CRITERIA = (
             ">=",
             0.005,
             name="ctrl_general_resampled_hard",
-            explain="COMET with its routing redrawn at every pass does not beat dense there.",
+            gating=False,
+            explain="Reported only: the redrawn-routing variant against dense there.",
         )
     ),
     value(
@@ -1049,8 +1229,8 @@ _CRITERIA = (
         gating=False,
         paper="Figs. 3-5: the benefit grows with width",
         explain="Reported only: COMET's best-epoch accuracy edge over dense on distorted digits is "
-        "larger at the widest width of the sweep than at the narrowest (64). Not a gate: any masking "
-        "costs a narrow net more than a wide one, so a broken router may show the same trend.",
+        "larger at the widest width of the sweep than at the narrowest (64). Any masking costs a "
+        "narrow net more than a wide one, so a broken router may show the same trend.",
     ),
     ratio(
         "comet.hard_auc1",
@@ -1119,39 +1299,44 @@ CLAIM = Claim(
         "moe": "top-1 MoE, floor(1/p_k) experts of width p_k N, trained Switch gate",
         "bernoulli": "control: one fixed random mask per training example (keep p_k), unmasked at test",
         "layerwise": "layer-wise routing c_l = V_l x_{l-1}; in GPT-2 masks from the FFN input",
-        "resampled": "control: COMET with a fresh V at every forward pass (G1, and trained in G4 and G5)",
+        "resampled": "control: COMET with a fresh V at every forward pass (G1, and trained in G4-G7)",
         "rank1": "control: COMET with a rank-1 V_1",
         "live_emb": "GPT-2 with masks from the live (trained) embedding (report only)",
     },
     criteria=tuple(dataclasses.replace(c, part=_part_of(c.name)) for c in _CRITERIA),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=275.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=_FULL_S),
     },
     run_fn=run,
-    headline="general_hard_wide",
-    figure="width_sweep",
+    headline="general_clusters",
+    figure="learning_clusters",
     deviations=(
-        "CPU scale: digits (1,797 x 64) and a 40-cluster synthetic set replace CIFAR-10/SARCOS; "
-        "3 hidden layers of width 512, Adam lr 1e-3, batch 32, 20 epochs (the code's default is SGD lr 1e-4 "
-        "for 100 epochs).",
-        "Accuracy is read at each run's best epoch on a validation split: 20 % of the training rows, "
-        "stratified, held out from training (digits 1,149 train / 288 validation / 360 test; clusters "
-        "800 / 200 / 2,000). The paper plots test curves; the test set picks nothing here.",
-        "G4 averages 2 paired backbone seeds inside each claim seed (3 claim seeds, so 6 backbones in "
-        "all, the spec asked for 5); cut from 3 to make room for the width sweep, decided from timing "
-        "alone. Top-k, MoE and dropout train on the same backbones and gate on digits; on the cluster "
-        "set they run one backbone a seed and are reported only. Layer-wise routing is trained only in "
-        "G3.",
-        "G5 width sweep: widths 64, 256, 1024 (the paper: 100, 500, 1000, 3000), one backbone per width "
-        "and claim seed (3 in all), on distorted 16 x 16 digits (rotation up to 20 degrees, zoom up to "
-        "15 %, shift up to 15 % of the half-width, pixel noise of std 0.3; disjoint original digits in "
-        "train and test), since no harder labelled image set ships with the installed packages and "
-        "CIFAR-10 is not available offline.",
+        "CPU scale: digits (1,797 x 64) and a synthetic 40-cluster set replace CIFAR-10 and SARCOS.",
+        "The paper's regime (plain SGD, lr 1e-4, batch 32, 100 epochs: run_models.py) runs on digits at "
+        "width 512 for one backbone a claim seed: 100 epochs of 1,149 rows are 3,600 steps, against the "
+        "paper's 156,250 on CIFAR-10 (100 epochs of 50,000 rows); every arm is read after the same step.",
+        "Generalisation is gated on the cluster set alone: 8,000 training, 32,000 validation and 8,000 "
+        "test rows (independent draws), width 512, Adam lr 1e-3, batch 32, 20 epochs, one backbone a "
+        "claim seed, each run read at its best validation epoch. The teacher's first-layer scale (0.5) "
+        "and a label margin (draws whose two largest teacher outputs differ by less than 0.25 are "
+        "redrawn) were fixed from dense-only probes, so that the set can be learned to an accuracy at "
+        "which the validation split resolves the 0.005 bar; no COMET run on the set was seen before.",
+        "Digits (Adam, 20 epochs, 2 paired backbones a seed: COMET, dense, the smaller net, dropout, "
+        "Top-k, the top-1 MoE, Bernoulli masks and the control) and the width sweep on distorted 16 x 16 "
+        "digits (widths 64, 256, 1024; the paper: 100-3000) are reported only: their 288-row validation "
+        "splits have a standard error near 0.01, twice the bar, so a best-epoch difference of half a "
+        "point there could come from which epoch the noise picked.",
+        "Distorted digits: each digit upsampled to 16 x 16, rotated up to 20 degrees, zoomed up to 15 %, "
+        "shifted up to 15 % of the half-width and given pixel noise of std 0.3, since no harder labelled "
+        "image set ships with the installed packages and CIFAR-10 is not available offline.",
+        "Validation splits: 20 % of the training rows on digits and distorted digits (stratified); fresh "
+        "draws on the cluster set. The paper plots test curves; the test set picks nothing here.",
         "G1 pairs share a random fraction of their component means, so input similarity spans a range; "
         "200 pairs, 4 x 256 routers, p_k = 0.2, 5 routers (the paper: 500 pairs, 10 x 512, 10 nets).",
         "G2 runs 20 random nets on digits instead of 1,000 on CIFAR-10.",
-        "Learning speed is the mean training loss over epoch 1 (the area under the first-epoch loss curve).",
+        "Learning speed under Adam is the mean training loss over epoch 1 (the area under the "
+        "first-epoch loss curve); in the paper's regime it is test accuracy at matched steps.",
         "Step cost: matmul FLOPs from torch's FlopCounterMode and wall-clock, both reported only (the "
         "FLOP ratio follows from the architecture).",
         "Digits are standardised per pixel on the training split (the analogue of CIFAR normalisation).",
@@ -1159,7 +1344,8 @@ CLAIM = Claim(
         "SARCOS regression; transformer training curves (GPT-2 is used only for the fixed-expert check).",
     ),
     unchecked=(
-        "each trained arm has plateaued: arms are read at their best validation epoch of 20 under Adam, "
-        "not at a measured plateau, nor in the paper's regime (SGD at lr 1e-4, 100 epochs)",
+        "the paper's step count: the SGD regime runs 3,600 steps on digits, not 156,250 on CIFAR-10",
+        "the report-only digits and distorted-digits rows are read at best validation epochs of 20 "
+        "without a convergence check",
     ),
 )

@@ -271,6 +271,7 @@ def train_mlp(
     X_eval: Tensor | None = None,
     y_eval: Tensor | None = None,
     eval_sets: Mapping[str, tuple[Tensor, Tensor]] | None = None,
+    epoch_end: Callable[[int, nn.Module], None] | None = None,
 ) -> TrainLog:
     """Mini-batch training shared by COMET and every baseline (same order for the same seed).
 
@@ -293,6 +294,9 @@ def train_mlp(
         y_eval: their labels/targets.
         eval_sets: further named ``(X, y)`` sets scored after every epoch (e.g. a validation split
             for picking each run's best epoch, and a test split), logged in ``eval_metrics``.
+        epoch_end: called after every epoch (and its evaluations) as ``epoch_end(epoch, model)``,
+            ``epoch`` counting from 0; e.g. to score a test set only at a new best validation epoch.
+            It must leave the model's train/eval mode as it found it (:func:`evaluate` does).
 
     Returns:
         A :class:`TrainLog`.
@@ -328,7 +332,7 @@ def train_mlp(
     log = TrainLog(steps_per_epoch=math.ceil(n / batch_size), eval_metrics={k: [] for k in sets})
     model.train()
     with_index = getattr(model, "uses_example_index", False)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         order = torch.randperm(n, generator=gen)
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
@@ -348,6 +352,8 @@ def train_mlp(
             log.epoch_metric.append(evaluate(model, X_eval, y_eval, task))
         for name, (Xs, ys) in sets.items():
             log.eval_metrics[name].append(evaluate(model, Xs, ys, task))
+        if epoch_end is not None:
+            epoch_end(epoch, model)
     model.eval()
     return log
 
