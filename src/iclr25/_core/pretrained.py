@@ -46,7 +46,6 @@ __all__ = [
     "read_training",
     "require_artefact",
     "save_progress",
-    "step_progress",
     "write_training",
 ]
 
@@ -191,21 +190,6 @@ def load_progress(out: str | os.PathLike[str]) -> dict[str, Any] | None:
 def clear_progress(out: str | os.PathLike[str]) -> None:
     """Remove the checkpoint of a finished run."""
     (Path(out) / _PROGRESS).unlink(missing_ok=True)
-
-
-def step_progress(
-    progress: Callable[[str, int, int], None], stage: str, total: int, *, every: int = 50
-) -> Callable[[int, float], None]:
-    """A training loop's per-step callback ``log(step, loss)`` that reports progress.
-
-    It calls ``progress(stage, step + 1, total)`` every ``every`` steps and at the last step.
-    """
-
-    def log(step: int, _loss: float) -> None:
-        if (step + 1) % every == 0 or step + 1 == total:
-            progress(stage, step + 1, total)
-
-    return log
 
 
 class RecipeRun:

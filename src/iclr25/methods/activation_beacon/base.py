@@ -35,7 +35,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from iclr25._core.claims import ProgressFn
 from iclr25._core.config import param
-from iclr25._core.pretrained import RecipeRun, require_artefact, step_progress
+from iclr25._core.pretrained import RecipeRun, require_artefact
 
 __all__ = [
     "BASE_DIR",
@@ -381,7 +381,11 @@ def pretrain_base(
     """
     cfg = BaseTrainConfig()
     run = RecipeRun(out, replay=max_steps is not None)
-    log = step_progress(progress, "base", cfg.steps)
+
+    def log(step: int, _loss: float) -> None:
+        if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
+            progress("base", step + 1, cfg.steps)
+
     if max_steps is not None:
         return _run_base(cfg, steps=max_steps, log=log)[1]
     model, losses = _run_base(cfg, log=log, state=run.state, checkpoint=run.checkpoint)

@@ -30,7 +30,7 @@ import torch
 
 from iclr25._core.claims import ProgressFn
 from iclr25._core.config import param
-from iclr25._core.pretrained import RecipeRun, require_artefact, step_progress
+from iclr25._core.pretrained import RecipeRun, require_artefact
 from iclr25._core.seeding import numpy_rng
 from iclr25.common.data.style_world import StyleWorld, StyleWorldConfig, build_style_tokenizer
 from iclr25.common.tiny_lm import build_tiny_lm, load_tiny_lm
@@ -277,7 +277,11 @@ def pretrain_base(
     """
     cfg = BaseTrainConfig()
     run = RecipeRun(out, replay=max_steps is not None)
-    log = step_progress(progress, "base", cfg.steps)
+
+    def log(step: int, _loss: float) -> None:
+        if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
+            progress("base", step + 1, cfg.steps)
+
     if max_steps is not None:
         return _run(cfg, steps=max_steps, log=log)[1]
     model, losses = _run(cfg, log=log, state=run.state, checkpoint=run.checkpoint)
