@@ -135,6 +135,7 @@ REGISTRY: dict[str, Entry] = {
             extra="vbll_bo",
             smoke_s=15.0,
             full_s=270.0,
+            long_s=2100.0,
         ),
         Entry(
             name="netmoe",

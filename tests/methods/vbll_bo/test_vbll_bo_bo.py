@@ -388,3 +388,115 @@ def test_refit_config_is_used_after_the_initial_fit() -> None:
     x = torch.rand(1, 2, generator=g, dtype=F64)
     cl.observe(x, x.sum(-1, keepdim=True))
     assert cl.n_grad_steps - cl.n_grad_steps_initial == 2
+
+
+def _peak_at(point: torch.Tensor, then: torch.Tensor | None = None):
+    """A stand-in for ``maximize_path`` whose first maximiser is ``point`` and later ones ``then``."""
+    calls = []
+
+    def fake(*args: object, **kwargs: object) -> tuple[torch.Tensor, float]:
+        calls.append(1)
+        return (point if then is None or len(calls) == 1 else then).clone(), 0.0
+
+    return fake, calls
+
+
+def test_thompson_dedup_redraws_a_proposal_that_repeats_an_observed_point(monkeypatch) -> None:
+    model = _model()
+    observed = model.train_X[3]
+    new = torch.tensor([0.123, 0.456], dtype=F64)
+    fake, calls = _peak_at(observed + 1e-9, then=new)  # within the tolerance of an observed point
+    monkeypatch.setattr(thompson_module, "maximize_path", fake)
+    c = thompson_candidates(model, BOUNDS, dedup=True, generator=torch.Generator().manual_seed(0))
+    assert len(calls) == 2  # the repeat was discarded and one new path drawn
+    torch.testing.assert_close(c[0], new)
+    # without dedup the repeat is returned as it is
+    fake, calls = _peak_at(observed, then=new)
+    monkeypatch.setattr(thompson_module, "maximize_path", fake)
+    c = thompson_candidates(model, BOUNDS, generator=torch.Generator().manual_seed(0))
+    assert len(calls) == 1
+    torch.testing.assert_close(c[0], observed)
+
+
+def test_thompson_dedup_covers_the_batch_and_warns_when_every_redraw_repeats(monkeypatch) -> None:
+    model = _model()
+    new = torch.tensor([0.9, 0.1], dtype=F64)
+    fake, calls = _peak_at(new)  # every path peaks at the same new point
+    monkeypatch.setattr(thompson_module, "maximize_path", fake)
+    with pytest.warns(RuntimeWarning, match="all 3 redrawn paths"):
+        c = thompson_candidates(model, BOUNDS, q=2, dedup=True, max_redraws=3)
+    assert len(calls) == 1 + 4  # candidate 0 is new; candidate 1 repeats it, then 3 redraws
+    assert c.shape == (2, 2)
+    # a point further than the tolerance is not a repeat
+    fake, calls = _peak_at(model.train_X[0] + 1e-3, then=new)
+    monkeypatch.setattr(thompson_module, "maximize_path", fake)
+    thompson_candidates(model, BOUNDS, dedup=True)
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="dedup_tol"):
+        thompson_candidates(model, BOUNDS, dedup=True, dedup_tol=-1.0)
+    with pytest.raises(ValueError, match="max_redraws"):
+        thompson_candidates(model, BOUNDS, dedup=True, max_redraws=0)
+
+
+def test_claim_v3_vbll_arms_use_the_papers_from_scratch_schedule(monkeypatch) -> None:
+    from iclr25.methods.vbll_bo import BOResult, ContinualConfig
+    from iclr25.methods.vbll_bo import claim as claim_module
+
+    seen: dict[tuple[str, str], dict[str, object]] = {}
+
+    def fake_run_bo(problem, surrogate, acquisition, n_init, n_iter, seed, **kw):
+        seen.setdefault((surrogate, acquisition), kw)
+        X = torch.zeros(n_init + n_iter, problem.bounds.shape[-1], dtype=F64)
+        return BOResult(X, X[:, :1], torch.ones(n_init + n_iter))
+
+    monkeypatch.setattr(claim_module, "run_bo", fake_run_bo)
+    import dataclasses
+
+    cfg = dataclasses.replace(claim_module._FULL, ns_dim=2)  # a cheap ReLU NNDraw, same fit settings
+    m = {a: {} for a in claim_module.ARMS}
+    claim_module._v3_bo(cfg, 0, m, {}, [])
+    for key in (("vbll", "ts"), ("vbll", "logei")):  # VBLL-TS (V3b) and VBLL-LogEI (V3c)
+        kw = seen[key]
+        assert kw["continual"] == ContinualConfig(retrain="every", warm_start=False)
+        assert "refit_config" not in kw
+        fit = kw["fit_config"]
+        assert fit.max_epochs >= 300 and fit.patience == FitConfig().patience == 100
+    long_cfg = claim_module.CLAIM.budgets["long"].config
+    assert long_cfg.refit_epochs >= cfg.refit_epochs and long_cfg.refit_patience == 100
+
+
+def test_ibnn_gp_baseline_fits_and_runs_logei() -> None:
+    from iclr25.methods.vbll_bo import fit_gp
+
+    # (run_bo with "gp_ibnn" and LogEI runs in the smoke claim)
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(6, 2, generator=g, dtype=F64)
+    gp = fit_gp(X, X.sum(-1, keepdim=True), BOUNDS, kernel="ibnn")
+    assert type(gp.covar_module.base_kernel).__name__ == "InfiniteWidthBNNKernel"
+    with pytest.raises(ValueError, match="unsupported"):
+        run_bo(benchmark("branin"), "gp_ibnn", "ts", 4, 1, seed=0)
+
+
+def test_claim_a_failing_report_only_gp_fit_reads_nan_with_a_note(monkeypatch) -> None:
+    import dataclasses
+
+    from botorch.exceptions.errors import ModelFittingError
+
+    from iclr25.methods.vbll_bo import BOResult
+    from iclr25.methods.vbll_bo import claim as claim_module
+
+    def fake_run_bo(problem, surrogate, acquisition, n_init, n_iter, seed, **kw):
+        if surrogate == fails:
+            raise ModelFittingError("All attempts to fit the model have failed.")
+        X = torch.zeros(n_init + n_iter, problem.bounds.shape[-1], dtype=F64)
+        return BOResult(X, X[:, :1], torch.ones(n_init + n_iter))
+
+    monkeypatch.setattr(claim_module, "run_bo", fake_run_bo)
+    cfg = dataclasses.replace(claim_module._FULL, ns_dim=2, run_ibnn=True)
+    fails, m, notes = "gp_ibnn", {a: {} for a in claim_module.ARMS}, []
+    claim_module._v3_bo(cfg, 0, m, {}, notes)
+    assert all(math.isnan(m["gp_ibnn"][f"{k}_log10_regret_r0"]) for k in ("ns", "branin"))
+    assert len(notes) == 2 and all("GP fit failed" in n for n in notes)
+    fails = "gp"  # a gated arm's failure is not hidden
+    with pytest.raises(ModelFittingError):
+        claim_module._v3_bo(cfg, 0, {a: {} for a in claim_module.ARMS}, {}, [])

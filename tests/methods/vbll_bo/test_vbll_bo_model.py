@@ -325,3 +325,20 @@ def test_early_stopping_monitors_validation_nll_on_val_X() -> None:
     assert r.best_loss == pytest.approx(nll, rel=1e-10)
     with pytest.raises(ValueError, match="val_Y"):
         model.fit(FitConfig(max_epochs=1), val_X=vX)
+
+
+def test_float32_data_warns_like_botorch_and_float64_does_not() -> None:
+    import warnings
+
+    from botorch.exceptions import InputDataWarning
+
+    X, Y = _xy()
+    with pytest.warns(InputDataWarning, match=r"torch\.float32.*float64"):
+        model = VBLLModel(X.float(), Y.float(), width=8, depth=1)
+    assert model.train_X.dtype == F64  # computed in float64 after the warning
+    with pytest.warns(InputDataWarning, match=r"torch\.float32"):
+        model.condition_on_observations(X[:1].float(), Y[:1].float())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputDataWarning)
+        model = VBLLModel(X, Y, width=8, depth=1)
+        model.condition_on_observations(X[:1], Y[:1])

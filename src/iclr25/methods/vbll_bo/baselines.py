@@ -40,11 +40,11 @@ from .thompson import maximize_path
 
 __all__ = ["BOResult", "DeepEnsemble", "exact_gp_linear", "fit_gp", "gaussian_nll", "is_duplicate", "run_bo"]
 
-Surrogate = Literal["vbll", "gp", "gp_matern", "ensemble", "random"]
+Surrogate = Literal["vbll", "gp", "gp_matern", "gp_ibnn", "ensemble", "random"]
 Acquisition = Literal["ts", "logei", "random"]
 _SUPPORTED = {
     ("vbll", "ts"), ("vbll", "logei"), ("gp", "ts"), ("gp", "logei"), ("gp_matern", "ts"),
-    ("gp_matern", "logei"), ("ensemble", "ts"), ("random", "random"),
+    ("gp_matern", "logei"), ("gp_ibnn", "logei"), ("ensemble", "ts"), ("random", "random"),
 }  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -132,13 +132,15 @@ def fit_gp(train_X: Tensor, train_Y: Tensor, bounds: Tensor, kernel: str = "defa
         kernel: ``"default"``, BoTorch's default (an ARD RBF kernel with dimension-scaled log-normal
             lengthscale priors), or ``"matern"``, an ARD Matern-5/2 kernel with BoTorch's Gamma
             priors (``get_matern_kernel_with_gamma_prior``, BoTorch's default before 0.12) and the
-            matching Gamma noise prior.
+            matching Gamma noise prior, or ``"ibnn"``, BoTorch's ``InfiniteWidthBNNKernel`` (the
+            infinite-width Bayesian neural network, I-BNN, depth 3, its weight and bias variances
+            fitted with the rest) under a ``ScaleKernel``.
 
     Returns:
         The fitted ``SingleTaskGP``.
     """
-    if kernel not in ("default", "matern"):
-        raise ValueError(f"kernel must be 'default' or 'matern', got {kernel!r}")
+    if kernel not in ("default", "matern", "ibnn"):
+        raise ValueError(f"kernel must be 'default', 'matern' or 'ibnn', got {kernel!r}")
     models = require("botorch.models", "vbll_bo")
     tf = require("botorch.models.transforms", "vbll_bo")
     botorch = require("botorch", "vbll_bo")
@@ -150,6 +152,10 @@ def fit_gp(train_X: Tensor, train_Y: Tensor, bounds: Tensor, kernel: str = "defa
             "covar_module": modules.get_matern_kernel_with_gamma_prior(ard_num_dims=train_X.shape[-1]),
             "likelihood": modules.get_gaussian_likelihood_with_gamma_prior(),
         }
+    elif kernel == "ibnn":
+        kernels = require("botorch.models.kernels", "vbll_bo")
+        scale = require("gpytorch.kernels", "vbll_bo").ScaleKernel
+        extra = {"covar_module": scale(kernels.InfiniteWidthBNNKernel(depth=3)).to(train_X)}
     gp = models.SingleTaskGP(
         train_X, train_Y, input_transform=tf.Normalize(train_X.shape[-1], bounds=bounds),
         outcome_transform=tf.Standardize(train_Y.shape[-1]), **extra,
@@ -318,7 +324,8 @@ def run_bo(
     Args:
         problem: a BoTorch test function to maximise (``bounds``, ``optimal_value``).
         surrogate: ``"vbll"``, ``"gp"`` (BoTorch's default ``SingleTaskGP``), ``"gp_matern"`` (ARD
-            Matern-5/2 with Gamma priors), ``"ensemble"`` (:class:`DeepEnsemble`, 5 members) or
+            Matern-5/2 with Gamma priors), ``"gp_ibnn"`` (the I-BNN kernel), ``"ensemble"``
+            (:class:`DeepEnsemble`, 5 members) or
             ``"random"`` (uniform proposals, the control).
         acquisition: ``"ts"`` (Thompson sampling: a VBLL sample path, a pathwise Matheron sample of
             the GP, or a random ensemble member, maximised by multi-start L-BFGS-B), ``"logei"``
@@ -413,7 +420,8 @@ def _run_bo(
                 model = ensemble
             else:
                 t0 = time.perf_counter()
-                model = fit_gp(X, Y, bounds, kernel="matern" if surrogate == "gp_matern" else "default")
+                kernel = {"gp_matern": "matern", "gp_ibnn": "ibnn"}.get(surrogate, "default")
+                model = fit_gp(X, Y, bounds, kernel=kernel)
                 res.surrogate_seconds += time.perf_counter() - t0
                 res.n_retrains += 1
             if acquisition == "ts":

@@ -182,12 +182,16 @@ class ClaimConfig:
     )
     ns_iters: int = param(30, doc="BO iterations on ReLU NNDraw (V3b)", source="deviation: CPU budget")
     refit_epochs: int = param(
-        50, doc="max epochs of the warm-started VBLL refits after the initial fit (V3b, V3c)",
-        source="deviation: CPU time; the V2 arms keep max_epochs for every retrain",
+        300, doc="max epochs of every V3 VBLL fit (V3b, V3c), re-initialised and fitted from scratch "
+        "after every evaluation", source="deviation: >= 300 epochs for CPU time (paper: <= 10,000)",
     )  # fmt: skip
     refit_patience: int = param(
-        10, doc="early-stopping patience of those refits", source="deviation: CPU time"
+        100, doc="early-stopping patience of the V3 VBLL fits", source="paper: BoTorch port (patience 100)"
     )
+    refit_check_factor: int = param(
+        3, doc="the refit precondition compares a V3 fit with one this many times as long (epochs and "
+        "patience)", source="deviation: stated before measuring",
+    )  # fmt: skip
     ensemble_steps: int = param(
         300, doc="Adam steps of the deep ensemble's first fit", source="deviation: CPU size"
     )
@@ -197,6 +201,10 @@ class ClaimConfig:
     run_baselines: bool = param(
         True, doc="run the report-only baselines (ARD Matern GP, deep ensemble) on V3b",
         source="deviation: budget switch",
+    )  # fmt: skip
+    run_ibnn: bool = param(
+        False, doc="run the report-only I-BNN GP (LogEI) on V3b and V3c, BO repeat 0",
+        source="deviation: budget switch (about 2 s per iteration on one core)",
     )  # fmt: skip
     nll_dim: int = param(
         20, doc="dimension of the NNDraw regression problem (V3a)", source="deviation: spec V3a"
@@ -217,7 +225,8 @@ class ClaimConfig:
     def __post_init__(self) -> None:
         positive = ("v1_features", "v1_points", "width", "max_epochs", "patience", "bo_dim", "bo_init",
                     "bo_iters", "branin_init", "branin_iters", "bo_repeats", "ns_dim", "ns_init", "ns_iters",
-                    "refit_epochs", "refit_patience", "ensemble_steps", "ensemble_refit_steps", "nll_dim",
+                    "refit_epochs", "refit_patience", "refit_check_factor", "ensemble_steps",
+                    "ensemble_refit_steps", "nll_dim",
                     "nll_train", "nll_test",
                     "ts_restarts", "ts_raw_samples", "gp_restarts", "gp_raw_samples",
                     "v1_lbfgs_iters")  # fmt: skip

@@ -40,6 +40,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*deprecated", category=FutureWarning)
     _bt_model = require("botorch.models.model", "vbll_bo")
 _Model, _FantasizeMixin = _bt_model.Model, _bt_model.FantasizeMixin
+_InputDataWarning = require("botorch.exceptions", "vbll_bo").InputDataWarning
 
 
 def default_backbone(
@@ -109,6 +110,22 @@ def _check_data(X: Tensor, Y: Tensor, d: int | None = None, m: int | None = None
             raise ValueError(f"{name} contains inf; every value must be finite")
 
 
+def _warn_single_precision(*tensors: Tensor) -> None:
+    """Warn (BoTorch's ``InputDataWarning``) when data is not float64; the model computes in float64.
+
+    The data is still cast to float64, as BoTorch's own models accept float32 with this warning;
+    values already rounded to float32 stay rounded, which is why the user is told.
+    """
+    low = sorted({str(t.dtype) for t in tensors if t.dtype != torch.float64})
+    if low:
+        warnings.warn(
+            f"the data is of type {', '.join(low)}; VBLLModel computes in torch.float64 and casts it. "
+            "Pass float64 tensors: single precision loses accuracy in the closed-form conditioning.",
+            _InputDataWarning,
+            stacklevel=3,
+        )
+
+
 class VBLLModel(_Model, _FantasizeMixin):
     """A BoTorch ``Model`` whose last layer is a variational Bayesian linear regression.
 
@@ -161,6 +178,7 @@ class VBLLModel(_Model, _FantasizeMixin):
         generator: torch.Generator | None = None,
     ) -> None:
         _check_data(train_X, train_Y)
+        _warn_single_precision(train_X, train_Y)
         if train_X.dim() != 2 or train_Y.dim() != 2:
             raise ValueError(f"train_X must be (n, d) and train_Y (n, m), got {tuple(train_X.shape)}")
         if kl_scale <= 0:
@@ -226,6 +244,7 @@ class VBLLModel(_Model, _FantasizeMixin):
     def transform_data(self, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor]:
         """Inputs and targets in model space with the current (frozen) transforms."""
         _check_data(X, Y, self._dim, self._m)
+        _warn_single_precision(X, Y)
         X, Y = X.to(self.train_X), Y.to(self.train_X)
         Xt = self.transform_inputs(X)
         if hasattr(self, "outcome_transform"):

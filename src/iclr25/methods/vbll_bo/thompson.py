@@ -13,6 +13,8 @@ References:
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from torch import Tensor, nn
@@ -21,7 +23,10 @@ from iclr25._core.registry import require
 
 from .model import VBLLModel
 
-__all__ = ["maximize_path", "thompson_candidates"]
+__all__ = ["DEDUP_TOL", "maximize_path", "thompson_candidates"]
+
+#: Two points are the same proposal when every coordinate differs by at most this fraction of its box side.
+DEDUP_TOL = 1e-6
 
 
 def _minimize(fun, x0, bounds):
@@ -90,8 +95,18 @@ def thompson_candidates(
     num_restarts: int = 10,
     raw_samples: int = 512,
     generator: torch.Generator | None = None,
+    dedup: bool = False,
+    dedup_tol: float = DEDUP_TOL,
+    max_redraws: int = 10,
 ) -> Tensor:
     """q Thompson candidates from q independent sample paths of a VBLL surrogate.
+
+    With ``dedup=True`` a candidate that lies within ``dedup_tol`` (a fraction of each box side, in
+    every coordinate) of an observed input or of an earlier candidate of the batch is discarded and
+    a new path is drawn, up to ``max_redraws`` times per candidate. Re-evaluating a point of a
+    noise-free objective adds no information; a repeat is also a sign of an under-fitted surrogate
+    whose paths all peak at the incumbent. If every redraw repeats a point, the last candidate is
+    kept and a ``RuntimeWarning`` says so.
 
     Args:
         model: a fitted :class:`VBLLModel` (unbatched).
@@ -100,6 +115,9 @@ def thompson_candidates(
         num_restarts: L-BFGS-B restarts per path.
         raw_samples: raw samples per path.
         generator: randomness of the paths and raw samples.
+        dedup: re-draw a path whose maximiser repeats an observed input or an earlier candidate.
+        dedup_tol: the tolerance of ``dedup`` as a fraction of each box side (>= 0).
+        max_redraws: new paths drawn per candidate at most (``dedup`` only, >= 1).
 
     Returns:
         ``(q, d)`` candidates inside the bounds.
@@ -119,11 +137,33 @@ def thompson_candidates(
         )
     if q < 1:
         raise ValueError(f"q must be >= 1, got {q}")
+    if dedup_tol < 0:
+        raise ValueError(f"dedup_tol must be >= 0, got {dedup_tol}")
+    if max_redraws < 1:
+        raise ValueError(f"max_redraws must be >= 1, got {max_redraws}")
+    lo, hi = bounds[0].to(torch.float64), bounds[1].to(torch.float64)
+    seen = model.train_X.detach().to(torch.float64)
+
+    def repeats(x: Tensor) -> bool:
+        gap = ((seen - x.reshape(1, -1)).abs() / (hi - lo)).amax(-1)
+        return bool((gap <= dedup_tol).any())
+
     out = []
-    for _ in range(q):
-        path = model.sample_path(generator)
-        x, _ = maximize_path(
-            path, bounds, num_restarts=num_restarts, raw_samples=raw_samples, generator=generator
-        )
+    for i in range(q):
+        for _ in range(1 + (max_redraws if dedup else 0)):
+            path = model.sample_path(generator)
+            x, _ = maximize_path(
+                path, bounds, num_restarts=num_restarts, raw_samples=raw_samples, generator=generator
+            )
+            if not (dedup and repeats(x)):
+                break
+        else:
+            warnings.warn(
+                f"Thompson candidate {i}: all {max_redraws} redrawn paths peak within {dedup_tol:g} of an "
+                "observed point; the last one is returned",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         out.append(x)
+        seen = torch.cat([seen, x.reshape(1, -1)])
     return torch.stack(out)
