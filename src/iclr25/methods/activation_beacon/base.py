@@ -24,6 +24,7 @@ and records the held-out quality; ``load_base`` reads the shipped weights.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -35,7 +36,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from iclr25._core.claims import ProgressFn
 from iclr25._core.config import param
-from iclr25._core.pretrained import RecipeRun, require_artefact
+from iclr25._core.pretrained import require_artefact
+from iclr25.common.lm_recipe import run_lm_recipe
 
 __all__ = [
     "BASE_DIR",
@@ -380,24 +382,11 @@ def pretrain_base(
         The per-step training losses.
     """
     cfg = BaseTrainConfig()
-    run = RecipeRun(out, replay=max_steps is not None)
-
-    def log(step: int, _loss: float) -> None:
-        if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
-            progress("base", step + 1, cfg.steps)
-
-    if max_steps is not None:
-        return _run_base(cfg, steps=max_steps, log=log)[1]
-    model, losses = _run_base(cfg, log=log, state=run.state, checkpoint=run.checkpoint)
-    quality = _base_quality(model, cfg)
-    model.save_pretrained(out)
-    run.finish(
-        command=f"iclr25 pretrain activation_beacon base --out {out}",
-        loss_curve=losses,
-        quality=quality,
-        config=asdict(cfg),
-    )
-    return losses
+    return run_lm_recipe(
+        out, method="activation_beacon", name="base", config=cfg, steps=cfg.steps,
+        train=functools.partial(_run_base, cfg), quality=lambda m: _base_quality(m, cfg),
+        progress=progress, max_steps=max_steps,
+    )  # fmt: skip
 
 
 def load_base(directory: str | os.PathLike[str] = BASE_DIR) -> LlamaForCausalLM:

@@ -18,10 +18,11 @@ model samples at temperature 1 over every prompt of the world.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,10 @@ import torch
 
 from iclr25._core.claims import ProgressFn
 from iclr25._core.config import param
-from iclr25._core.pretrained import RecipeRun, require_artefact
+from iclr25._core.pretrained import require_artefact
 from iclr25._core.seeding import numpy_rng
 from iclr25.common.data.style_world import StyleWorld, StyleWorldConfig, build_style_tokenizer
+from iclr25.common.lm_recipe import run_lm_recipe
 from iclr25.common.tiny_lm import build_tiny_lm, load_tiny_lm
 
 __all__ = ["BASE_DIR", "BaseTrainConfig", "base_quality", "load_base", "pretrain_base", "train_base"]
@@ -276,26 +278,11 @@ def pretrain_base(
         The per-step training losses.
     """
     cfg = BaseTrainConfig()
-    run = RecipeRun(out, replay=max_steps is not None)
-
-    def log(step: int, _loss: float) -> None:
-        if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
-            progress("base", step + 1, cfg.steps)
-
-    if max_steps is not None:
-        return _run(cfg, steps=max_steps, log=log)[1]
-    model, losses = _run(cfg, log=log, state=run.state, checkpoint=run.checkpoint)
-    quality = base_quality(model, StyleWorld(cfg.world))
-    model.save_pretrained(out)
-    # the loader builds the generation config from config.json; ship only the three files
-    (Path(out) / "generation_config.json").unlink(missing_ok=True)
-    run.finish(
-        command=f"iclr25 pretrain ditto base --out {out}",
-        loss_curve=losses,
-        quality=quality,
-        config=asdict(cfg),
-    )
-    return losses
+    return run_lm_recipe(
+        out, method="ditto", name="base", config=cfg, steps=cfg.steps,
+        train=functools.partial(_run, cfg), quality=lambda m: base_quality(m, StyleWorld(cfg.world)),
+        progress=progress, max_steps=max_steps,
+    )  # fmt: skip
 
 
 def load_base(directory: str | os.PathLike[str] = BASE_DIR) -> Any:
