@@ -267,6 +267,15 @@ REGISTRY: dict[str, Entry] = {
             extra="clip_dfkd",
             smoke_s=15.0,
             full_s=230.0,
+            artefacts=(
+                Artefact(
+                    method="clip_dfkd",
+                    name="teacher_bn",
+                    recipe="iclr25.methods.clip_dfkd.teacher:pretrain_teacher",
+                    about="tiny BatchNorm CLIP (ModifiedResNet) on 1M fresh shapes-world image-caption pairs",
+                    expected_s=1500.0,
+                ),
+            ),
         ),
         Entry(
             name="vie_dm",

@@ -15,7 +15,7 @@ from typing import Literal
 
 from iclr25._core.config import param
 
-__all__ = ["DEFAULT_STYLES", "DistillConfig", "InversionConfig", "TeacherConfig"]
+__all__ = ["DEFAULT_STYLES", "DistillConfig", "InversionConfig", "TeacherConfig", "TeacherRecipe"]
 
 #: The style dictionary of SDD on the shapes world: the words the world's captions use for its six
 #: training render styles. The paper's dictionary (photo, sketch, painting, cartoon, ...) is not
@@ -98,6 +98,38 @@ class TeacherConfig:
         if arch == "resnet":
             return cls(arch="resnet", vision_width=16, vision_layers=1, distractor_p=0.8, lr=1e-2)
         return cls(arch="vit")
+
+
+@dataclass(frozen=True)
+class TeacherRecipe:
+    """How the shipped teacher is trained: a stream of fresh shapes-world image-caption pairs.
+
+    Step ``s`` renders training images ``s * batch_size`` to ``(s + 1) * batch_size - 1``, so
+    no pair is seen twice; AdamW with a linear warm-up and cosine decay to zero.
+
+    Example:
+        >>> r = TeacherRecipe()
+        >>> r.steps * r.batch_size  # image-caption pairs seen
+        1024000
+    """
+
+    teacher: TeacherConfig = param(
+        TeacherConfig.tiny("resnet"), doc="the architecture and its data", source="deviation: tiny RN50"
+    )
+    steps: int = param(8000, doc="optimiser steps", source="deviation: to the zero-shot plateau")
+    batch_size: int = param(128, doc="pairs per contrastive batch", source="deviation: CPU scale")
+    lr: float = param(3e-3, doc="AdamW peak learning rate", source="deviation: set in a pilot")
+    warmup: int = param(400, doc="linear warm-up steps", source="deviation: common practice")
+    weight_decay: float = param(0.05, doc="AdamW weight decay", source="deviation: common practice")
+    eval_every: int = param(500, doc="steps between zero-shot readings", source="deviation: the curve")
+    eval_per_style: int = param(
+        60, doc="real renders per style in each zero-shot reading (7 styles)", source="deviation: cost"
+    )
+
+    def __post_init__(self) -> None:
+        _positive(self, "steps", "batch_size", "lr", "eval_every", "eval_per_style")
+        if not 0 <= self.warmup < self.steps or self.weight_decay < 0:
+            raise ValueError("warmup must lie in [0, steps) and weight_decay must be non-negative")
 
 
 @dataclass(frozen=True)

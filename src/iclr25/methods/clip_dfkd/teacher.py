@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -28,6 +29,7 @@ from iclr25.methods.clip_dfkd.config import TeacherConfig
 __all__ = [
     "TASK_COLORS",
     "TASK_SHAPES",
+    "TEST_STYLES",
     "CLIPTeacher",
     "ZeroShotClassifier",
     "build_tiny_clip",
@@ -36,10 +38,14 @@ __all__ = [
     "default_cache_dir",
     "load_open_clip_teacher",
     "load_or_train_teacher",
+    "load_shipped_teacher",
     "multi_positive_clip_loss",
+    "pretrain_teacher",
+    "real_renders",
     "teacher_world",
     "tokenizer_for",
     "train_teacher",
+    "zero_shot_accuracy",
 ]
 
 #: The shapes and colours of the teachers' world; the task's classes are the shapes.
@@ -256,6 +262,47 @@ def _captions(attrs: list[Any], rng: np.random.Generator, p_drop: float) -> tupl
     return texts, np.array(said, dtype=object)
 
 
+def _caption_targets(
+    attrs: list[Any], rng: np.random.Generator, p_drop: float
+) -> tuple[list[str], torch.Tensor]:
+    """Captions of a batch and the (B, B) matrix ``pos[i, j]``: caption j fits image i."""
+    from iclr25.common.data.shapes_world.vocab import STYLE_WORDS
+
+    texts, said = _captions(attrs, rng, p_drop)
+    img_style = np.array([STYLE_WORDS[a.style] for a in attrs], dtype=object)
+    img_color = np.array([a.color for a in attrs], dtype=object)
+    img_shape = np.array([a.shape for a in attrs], dtype=object)
+    pos = (
+        (img_shape[:, None] == said[None, :, 2])
+        & ((said[None, :, 0] == None) | (img_style[:, None] == said[None, :, 0]))  # noqa: E711
+        & ((said[None, :, 1] == None) | (img_color[:, None] == said[None, :, 1]))  # noqa: E711
+    )
+    return texts, torch.from_numpy(pos.astype(bool))
+
+
+def _contrastive_loss(
+    teacher: CLIPTeacher, images: torch.Tensor, attrs: list[Any], rng: np.random.Generator, p_drop: float
+) -> torch.Tensor:
+    """The multi-positive CLIP loss of one batch of images in [0, 1] and fresh captions."""
+    model = teacher.model
+    texts, pos = _caption_targets(attrs, rng, p_drop)
+    v = F.normalize(model.encode_image((images - teacher.mean) / teacher.std), dim=-1)
+    t = F.normalize(model.encode_text(teacher.tokenizer(texts)), dim=-1)
+    return multi_positive_clip_loss(v, t, pos, model.logit_scale.exp().clamp(max=100))
+
+
+def _trainable(cfg: TeacherConfig) -> CLIPTeacher:
+    """A fresh teacher of ``cfg`` (seeded initialisation) with its parameters trainable."""
+    with torch.random.fork_rng():  # open_clip initialises from the global RNG; leave it untouched
+        torch.manual_seed(cfg.seed)
+        model = build_tiny_clip(cfg)
+    teacher = CLIPTeacher(model, tokenizer_for(cfg))
+    model.train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return teacher
+
+
 def train_teacher(cfg: TeacherConfig, *, progress: ProgressFn = no_progress) -> CLIPTeacher:
     """Train a tiny CLIP contrastively on shapes-world images with style-bearing captions.
 
@@ -263,12 +310,8 @@ def train_teacher(cfg: TeacherConfig, *, progress: ProgressFn = no_progress) -> 
     probability ``p_drop`` (so "a star" and "a striped star" are in-distribution prompts); a caption
     is a positive of every image of the batch it describes. Deterministic given ``cfg.seed``.
     """
-    from iclr25.common.data.shapes_world.vocab import STYLE_WORDS
-
-    with torch.random.fork_rng():  # open_clip initialises from the global RNG; leave it untouched
-        torch.manual_seed(cfg.seed)
-        model = build_tiny_clip(cfg)
-    tok = tokenizer_for(cfg)
+    teacher = _trainable(cfg)
+    model = teacher.model
     world = teacher_world(cfg)
     X = np.empty((cfg.n_images, cfg.image_size, cfg.image_size, 3), dtype=np.uint8)
     attrs = []
@@ -278,10 +321,6 @@ def train_teacher(cfg: TeacherConfig, *, progress: ProgressFn = no_progress) -> 
         if i % 500 == 0:
             progress("teacher data", i, cfg.n_images)
     images = torch.from_numpy(X).permute(0, 3, 1, 2).float() / 255.0  # (N, 3, H, W)
-    teacher = CLIPTeacher(model, tok)
-    model.train()
-    for p in model.parameters():
-        p.requires_grad_(True)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -293,30 +332,171 @@ def train_teacher(cfg: TeacherConfig, *, progress: ProgressFn = no_progress) -> 
         order = torch.randperm(cfg.n_images, generator=gen)
         for b in range(steps_per_epoch):
             idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
-            batch_attrs = [attrs[int(i)] for i in idx]
-            texts, said = _captions(batch_attrs, rng, cfg.p_drop)
-            img_style = np.array([STYLE_WORDS[a.style] for a in batch_attrs], dtype=object)
-            img_color = np.array([a.color for a in batch_attrs], dtype=object)
-            img_shape = np.array([a.shape for a in batch_attrs], dtype=object)
-            pos = (
-                (img_shape[:, None] == said[None, :, 2])
-                & ((said[None, :, 0] == None) | (img_style[:, None] == said[None, :, 0]))  # noqa: E711
-                & ((said[None, :, 1] == None) | (img_color[:, None] == said[None, :, 1]))  # noqa: E711
-            )  # (B, B): caption j fits image i
-            v = F.normalize(model.encode_image((images[idx] - teacher.mean) / teacher.std), dim=-1)
-            t = F.normalize(model.encode_text(tok(texts)), dim=-1)
-            loss = multi_positive_clip_loss(
-                v, t, torch.from_numpy(pos.astype(bool)), model.logit_scale.exp().clamp(max=100)
-            )
-            last_loss = float(loss.detach())
+            loss = _contrastive_loss(teacher, images[idx], [attrs[int(i)] for i in idx], rng, cfg.p_drop)
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
             step += 1
             if step % 20 == 0:
-                progress(f"teacher {cfg.arch} loss {last_loss:.3f}", step, total)
+                progress(f"teacher {cfg.arch} loss {float(loss):.3f}", step, total)
     return teacher.freeze()
+
+
+#: The styles of the task's real renders: the six training styles, then the held-out one.
+TEST_STYLES: tuple[str, ...] = ("filled", "outline", "striped", "dotted", "noisy", "blurred", "checkered")
+
+
+def real_renders(
+    cfg: TeacherConfig,
+    *,
+    per_style: int,
+    split: str,
+    start: int,
+    n_classes: int = len(TASK_SHAPES),
+    styles: Sequence[str] = TEST_STYLES,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Real renders of the first ``n_classes`` shapes, without the distractor, ``per_style`` per style.
+
+    Returns:
+        images (N, 3, H, W) in [0, 1], shape labels (N,), style index into ``styles`` (N,).
+    """
+    xs, ys, ss = [], [], []
+    for k, style in enumerate(styles):
+        world = teacher_world(cfg, styles=(style,), distractor_p=0.0)
+        got, i = 0, start
+        while got < per_style:  # keep the task's classes only
+            x, label, _ = world.single_object(i, split=split, label_scheme="shape")
+            i += 1
+            if label < n_classes:
+                xs.append(x)
+                ys.append(label)
+                ss.append(k)
+                got += 1
+    images = torch.from_numpy(np.stack(xs)).permute(0, 3, 1, 2).float() / 255.0
+    return images, torch.tensor(ys), torch.tensor(ss)
+
+
+def zero_shot_accuracy(
+    teacher: CLIPTeacher, images: torch.Tensor, labels: torch.Tensor, style: torch.Tensor
+) -> float:
+    """The zero-shot head's accuracy ("a {shape}"), the mean over styles of each style's accuracy."""
+    head = ZeroShotClassifier(teacher, TASK_SHAPES[: int(labels.max()) + 1])
+    with torch.no_grad():
+        hit = (head(images).argmax(1) == labels).float()
+    return float(torch.stack([hit[style == k].mean() for k in style.unique()]).mean())
+
+
+def pretrain_teacher(
+    out: str | os.PathLike[str], *, progress: ProgressFn, max_steps: int | None = None
+) -> list[float]:
+    """Recipe of the shipped teacher (:class:`~iclr25.methods.clip_dfkd.config.TeacherRecipe`).
+
+    Trains the tiny BatchNorm CLIP of ``TeacherRecipe().teacher`` on a stream of fresh
+    image-caption pairs (80 % of images carry the distractor) and writes ``config.json`` (the
+    :class:`TeacherConfig`), ``model.safetensors`` and ``training.json`` (every step's loss, the
+    zero-shot accuracy on real renders of the seven styles every ``eval_every`` steps, and the
+    final zero-shot accuracy on a larger held-out set). An unfinished run checkpoints into ``out``
+    at every reading and resumes from there when called again.
+
+    Args:
+        out: the folder to write.
+        progress: called every 50 steps, and at each reading.
+        max_steps: stop after this many steps and write nothing (replays the first steps).
+
+    Returns:
+        The per-step training losses.
+    """
+    from safetensors.torch import save_file
+
+    from iclr25._core.pretrained import RecipeRun
+    from iclr25.methods.clip_dfkd.config import TeacherRecipe
+
+    recipe = TeacherRecipe()
+    cfg = recipe.teacher
+    run = RecipeRun(out, replay=max_steps is not None)
+    teacher = _trainable(cfg)
+    model = teacher.model
+    world = teacher_world(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+
+    def lr_at(step: int) -> float:  # linear warm-up, then cosine decay to zero
+        if step < recipe.warmup:
+            return (step + 1) / recipe.warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - recipe.warmup) / (recipe.steps - recipe.warmup)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    evals = real_renders(cfg, per_style=recipe.eval_per_style, split="val", start=0)
+    losses: list[float] = []
+    curve: list[tuple[int, float]] = []
+    if run.state is not None:
+        model.load_state_dict(run.state["model"])
+        opt.load_state_dict(run.state["opt"])
+        sched.load_state_dict(run.state["sched"])
+        losses, curve = list(run.state["losses"]), [tuple(c) for c in run.state["curve"]]
+    stop = recipe.steps if max_steps is None else min(max_steps, recipe.steps)
+    for step in range(len(losses), stop):
+        first = step * recipe.batch_size
+        pairs = [world.single_object(first + j, split="train") for j in range(recipe.batch_size)]
+        images = torch.from_numpy(np.stack([p[0] for p in pairs])).permute(0, 3, 1, 2).float() / 255.0
+        rng = np.random.default_rng([cfg.seed, step])  # the captions' word drops, per step
+        loss = _contrastive_loss(teacher, images, [p[2] for p in pairs], rng, cfg.p_drop)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if (step + 1) % 50 == 0:
+            progress(f"teacher loss {np.mean(losses[-50:]):.3f}", step + 1, recipe.steps)
+        if max_steps is None and ((step + 1) % recipe.eval_every == 0 or step + 1 == recipe.steps):
+            model.eval()
+            curve.append((step + 1, zero_shot_accuracy(teacher, *evals)))
+            model.train()
+            progress(f"teacher zero-shot {curve[-1][1]:.3f}", step + 1, recipe.steps)
+            run.checkpoint(
+                {"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                 "losses": losses, "curve": curve}
+            )  # fmt: skip
+    if max_steps is not None:
+        return losses
+    teacher.freeze()
+    final = real_renders(cfg, per_style=200, split="test", start=10**6)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
+    run.finish(
+        command=f"iclr25 pretrain clip_dfkd teacher_bn --out {out}",
+        loss_curve=losses,
+        quality={"zero_shot_accuracy": zero_shot_accuracy(teacher, *final)},
+        zero_shot_curve=[{"step": s, "zero_shot_accuracy": a} for s, a in curve],
+        data=f"shapes world seed {cfg.seed}, split 'train': {recipe.steps * recipe.batch_size} fresh "
+        f"image-caption pairs, distractor in {cfg.distractor_p:.0%} of images; zero-shot readings "
+        f"on split 'val' ({recipe.eval_per_style} per style), the final one on split 'test' "
+        "(200 per style, seven styles, no distractor)",
+        config=asdict(recipe),
+    )
+    return losses
+
+
+def load_shipped_teacher(directory: str | os.PathLike[str] | None = None) -> CLIPTeacher:
+    """The shipped BatchNorm teacher (or one written by ``iclr25 pretrain clip_dfkd teacher_bn``).
+
+    Raises:
+        ArtefactMissingError: the folder lacks a file; the message names the command to train it.
+    """
+    from safetensors.torch import load_file
+
+    from iclr25._core.pretrained import artefact_dir, require_artefact
+
+    d = require_artefact(
+        directory or artefact_dir("clip_dfkd", "teacher_bn"), method="clip_dfkd", name="teacher_bn"
+    )
+    cfg = TeacherConfig(**json.loads((d / "config.json").read_text()))
+    model = build_tiny_clip(cfg)
+    model.load_state_dict(load_file(str(d / "model.safetensors")))
+    return CLIPTeacher(model, tokenizer_for(cfg))
 
 
 def default_cache_dir() -> Path:
