@@ -19,7 +19,7 @@ from iclr25.methods.ftct import (
     evaluate,
     make_compositional_tests,
 )
-from iclr25.methods.ftct.claim import CLAIM
+from iclr25.methods.ftct.claim import CLAIM, _walks
 
 
 class _WholeChainOracle(torch.nn.Module):
@@ -81,3 +81,28 @@ def test_shallow_control_fails_for_a_small_model_that_chains():
         arm = evaluate(model, tok, tests, batch_size=16)[1]
         metrics = RunResult(metrics={"one_layer_one_head": arm}).metrics
         assert control.holds(control.statistic(metrics)) is holds
+
+
+def test_walks_tell_the_asked_chain_from_another_edge_path():
+    """The zero-shot edge-walk diagnosis: a model that writes the asked chain scores whole; one
+    that follows the edges to the other chain from the same root scores an edge walk only."""
+    cfg = FTCTConfig(depth=4, max_child_len=2, addlen=1, n_structure=40, n_fragment=80)
+    graph = CausalGraph.random(cfg, np.random.default_rng(0))
+    tok = FTCTTokenizer(cfg.n_letters, cfg.modulus, cfg.context_div)
+    items = make_compositional_tests(graph, tok, cfg, 0, 24, np.random.default_rng(1))
+    right = _walks(
+        model=_WholeChainOracle(tok, items), tok=tok, graph=graph, items=items, batch_size=8, device="cpu"
+    )
+    assert right == {"whole": 1.0, "edge_walk": 1.0, "other_chain": 0.0, "asked_order": 1.0}
+    # a model that walks the edges to the other chain from the same root
+    swapped = []
+    for it in items:
+        other = next(o for o in items if o.chain != it.chain)
+        swapped.append((it, other))
+    oracle = _WholeChainOracle(tok, items)
+    oracle.answers = {it.prompt_ids: (*o.gold_ids, tok.newline_id) for it, o in swapped}
+    wrong = _walks(oracle, tok, graph, items, batch_size=8, device="cpu")
+    assert wrong == {"whole": 0.0, "edge_walk": 1.0, "other_chain": 1.0, "asked_order": 0.0}
+    untrained = build_model(ModelConfig(n_layer=1, n_head=2, d_model=16), tok, seed=0)
+    w = _walks(untrained, tok, graph, items, batch_size=8, device="cpu")
+    assert 0.0 <= w["other_chain"] <= w["edge_walk"] <= 1.0 and w["whole"] <= w["asked_order"]

@@ -153,6 +153,64 @@ def longest_consistent_chain(graph: CausalGraph, pairs: Sequence[tuple[str, int]
     return max(best, default=0)
 
 
+def longest_letter_path(graph: CausalGraph, letters: Sequence[str]) -> int:
+    """Longest run of graph vertices along a graph path, in trace order, letters only.
+
+    Like :func:`longest_consistent_chain` but blind to the values: it counts vertices
+    ``u_1 .. u_m`` appearing in this order (not only adjacent) with each ``(u_i, u_{i+1})`` an
+    edge. A structure sentence of random letters with noise values can hold a long one by
+    chance: the vertex order of a chain without its values.
+
+    Args:
+        graph: the causal graph.
+        letters: the letters of one trace, in order.
+
+    Returns:
+        The longest such run (0 if the trace holds no graph vertex).
+
+    Example:
+        >>> g = CausalGraph(levels=(("A",), ("B",), ("C",)), edges={("A", "B"): ("+", 1),
+        ...     ("B", "C"): ("+", 1)}, roots=(0,), modulus=10)
+        >>> longest_letter_path(g, ["A", "X", "B", "C"]), longest_letter_path(g, ["C", "B", "A"])
+        (3, 1)
+    """
+    best = [0] * len(letters)
+    for j, v in enumerate(letters):
+        if v not in graph.vertices:
+            continue
+        best[j] = 1
+        for i in range(j):
+            if best[i] and (letters[i], v) in graph.edges:
+                best[j] = max(best[j], best[i] + 1)
+    return max(best, default=0)
+
+
+def count_long_paths(
+    graph: CausalGraph, traces: Sequence[Sequence[tuple[str, int]]], min_len: int
+) -> dict[str, int]:
+    """How many training traces hold at least ``min_len`` vertices of a graph path, in order.
+
+    ``consistent`` counts runs whose values follow the edges (a chain the model could learn
+    whole; the corpus builder rejects any longer than M), ``letters`` counts runs of the
+    vertex order alone, values ignored.
+
+    Args:
+        graph: the causal graph.
+        traces: ``(letter, value)`` lists, one per training trace.
+        min_len: the shortest run counted, e.g. M + 1 or the chain depth n.
+
+    Returns:
+        ``{"consistent": count, "letters": count}``.
+    """
+    if min_len < 1:
+        raise ValueError(f"min_len must be >= 1, got {min_len}")
+    out = {"consistent": 0, "letters": 0}
+    for pairs in traces:
+        out["consistent"] += longest_consistent_chain(graph, pairs) >= min_len
+        out["letters"] += longest_letter_path(graph, [v for v, _ in pairs]) >= min_len
+    return out
+
+
 def check_no_leakage(
     graph: CausalGraph, traces: Sequence[Sequence[tuple[str, int]]], max_child_len: int
 ) -> None:
