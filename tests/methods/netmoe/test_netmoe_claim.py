@@ -16,15 +16,18 @@ def test_smoke_runs_every_arm_and_is_exact(smoke_runs) -> None:
     a, b = smoke_runs("netmoe")
     assert a.deterministic_metrics() == b.deterministic_metrics()
     m = a.metrics
-    for arm in ("identity", "random", "current", "netmoe", "oracle", "shuffled", "broken_predictor"):
-        assert 0.0 < m[arm]["eq1_ratio"] < 2.0 and 0.0 < m[arm]["inter_ratio"] < 2.0
-    assert m["identity"]["eq1_ratio"] == 1.0
+    for prefix in ("", "text_"):
+        for arm in ("identity", "random", "current", "netmoe", "oracle", "shuffled", "broken_predictor"):
+            assert 0.0 < m[prefix + arm]["eq1_ratio"] < 2.0 and 0.0 < m[prefix + arm]["inter_ratio"] < 2.0
+        assert m[prefix + "identity"]["eq1_ratio"] == 1.0
     assert m["optimality"]["stage1_match"] == 1.0 and m["optimality"]["stage2_match"] == 1.0
     assert m["optimality"]["joint_match"] == 1.0 and m["optimality"]["never_worse"] == 1.0
     assert m["distributed"]["bytes_exact"] == 1.0 and m["distributed"]["placement_agree"] == 1.0
     assert m["distributed"]["out_err_vs_identity"] <= 1e-6
-    assert 0.0 < m["routing"]["entropy"] <= m["routing"]["entropy_max"]
-    assert {"gain_vs_locality", "lm_loss"} <= set(a.series)
+    assert 0.0 < m["distributed"]["inter_bytes_ratio"] <= 2.0 and m["distributed"]["a2a_ratio_s"] > 0.0
+    for key in ("routing", "text_routing"):
+        assert 0.0 < m[key]["entropy"] <= m[key]["global_entropy"] + 1e-9 <= m[key]["entropy_max"] + 1e-9
+    assert {"gain_vs_locality", "lm_loss", "domain_lm_loss"} <= set(a.series)
     j = judge(CLAIM, "smoke", [a])
     assert j.reason == "smoke: report-only" and len(j.outcomes) == len(CLAIM.criteria)
 
@@ -81,6 +84,12 @@ def test_config_validation() -> None:
         ClaimConfig(lm_layers=1)
     with pytest.raises(ValueError, match="g3_samples"):
         ClaimConfig(g3_samples=6)
+    with pytest.raises(ValueError, match="dom_aux_weight"):
+        ClaimConfig(dom_aux_weight=-0.1)
+    with pytest.raises(ValueError, match="dom_tokens_per_domain"):
+        ClaimConfig(dom_tokens_per_domain=300)
+    with pytest.raises(ValueError, match="dom_layers"):
+        ClaimConfig(dom_layers=1)
 
 
 def test_negative_controls_gate() -> None:
@@ -89,6 +98,8 @@ def test_negative_controls_gate() -> None:
         "ctrl_shuffled_vs_random",
         "ctrl_broken_predictor",
         "ctrl_shuffled_inter",
+        "text_ctrl_shuffled_vs_random",
+        "text_ctrl_broken_predictor",
         "ctrl_labels_left_behind",
     }
     # The labels control belongs to the report-only exactness rows of G3.
@@ -98,7 +109,13 @@ def test_negative_controls_gate() -> None:
 def test_every_gate_names_a_control_falsifier_and_every_row_explains_itself() -> None:
     by_name = {c.name: c for c in CLAIM.criteria}
     gates = [c for c in CLAIM.criteria if c.gating and not c.control and not c.precondition]
-    assert {c.name for c in gates} == {"real_vs_random", "next_layer_aware", "paper_inter_volume"}
+    assert {c.name for c in gates} == {
+        "real_vs_random",
+        "next_layer_aware",
+        "paper_inter_volume",
+        "text_real_vs_random",
+        "text_next_layer_aware",
+    }
     for c in gates:
         target = by_name[c.falsifier]
         assert target.control and target.gating, c.name
@@ -107,6 +124,17 @@ def test_every_gate_names_a_control_falsifier_and_every_row_explains_itself() ->
             c.name
         )
     assert by_name["paper_inter_volume"].threshold == 0.66  # the paper's Table 5 bar, not ours
+    # Every gated part carries the oracle's ceiling as its own precondition, at the gate's bar.
+    for gate, ceiling in (
+        ("paper_inter_volume", "ceiling_paper_inter"),
+        ("real_vs_random", "ceiling_vs_random"),
+        ("next_layer_aware", "ceiling_next_layer"),
+        ("text_real_vs_random", "text_ceiling_vs_random"),
+        ("text_next_layer_aware", "text_ceiling_next_layer"),
+    ):
+        g, c = by_name[gate], by_name[ceiling]
+        assert c.precondition and c.part == g.part and c.threshold == g.threshold
+        assert c.a.split(".")[0].endswith("oracle")
     assert all(c.explain for c in CLAIM.criteria)
     exact = [c for c in CLAIM.criteria if c.name.startswith(("g2_", "g3_", "synthetic_"))]
     assert exact and not any(c.gating for c in exact)
@@ -127,3 +155,62 @@ def test_memmap_corpus_reads_any_sample_by_global_id(tmp_path) -> None:
         MemmapCorpus(str(tmp_path / "missing.bin"), seq_len=8)
     with pytest.raises(ValueError, match="fewer than one window"):
         MemmapCorpus(str(path), seq_len=5000)
+
+
+def test_domain_corpus_is_reproducible_and_keeps_each_document_in_its_domain() -> None:
+    from iclr25.methods.netmoe.domain_lm import DomainCorpus
+
+    c = DomainCorpus(domains=3, vocab=40, tokens_per_domain=6, concentration=0.3, seed=[1, 2])
+    toks, dom = c.sample(5, 50, np.random.default_rng(0))
+    again = DomainCorpus(domains=3, vocab=40, tokens_per_domain=6, concentration=0.3, seed=[1, 2])
+    assert np.array_equal(again.sample(5, 50, np.random.default_rng(0))[0], toks)
+    for row, d in zip(toks, dom, strict=True):
+        assert set(row.tolist()) <= set(c.subsets[d].tolist())
+    assert 0.0 < c.entropy_rate() < np.log(6)
+    fixed, d2 = c.sample(2, 4, np.random.default_rng(0), domain=np.array([2, 2]))
+    assert (d2 == 2).all() and set(fixed.ravel().tolist()) <= set(c.subsets[2].tolist())
+    with pytest.raises(ValueError, match="exceeds vocab"):
+        DomainCorpus(domains=2, vocab=4, tokens_per_domain=5, seed=0)
+    with pytest.raises(ValueError, match="domain must be"):
+        c.sample(2, 4, np.random.default_rng(0), domain=np.array([0, 3]))
+
+
+def test_mixtral_trains_without_balance_loss_and_traces_with_next_layer_prediction() -> None:
+    from iclr25.methods.netmoe.domain_lm import (
+        DomainCorpus,
+        build_mixtral,
+        global_routing_entropy,
+        trace_mixtral,
+        train_domain_lm,
+    )
+    from iclr25.methods.netmoe.routing_data import routing_entropy
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        c = DomainCorpus(domains=2, vocab=24, tokens_per_domain=8, seed=0)
+        kw = dict(vocab=24, d_model=16, d_ff=16, layers=3, heads=2, experts=4, top_k=2, context=8)
+        lm = build_mixtral(**kw, seed=3)
+        state = torch.get_rng_state()
+        assert all(
+            torch.equal(p, q)
+            for p, q in zip(lm.parameters(), build_mixtral(**kw, seed=3).parameters(), strict=True)
+        )
+        assert torch.equal(state, torch.get_rng_state())  # the global RNG is left alone
+        losses = train_domain_lm(lm, c, steps=12, batch_size=4, context=8, seed=0)
+        assert np.mean(losses[-3:]) < losses[0] and not lm.training
+        aux = train_domain_lm(lm, c, steps=2, batch_size=4, context=8, aux_weight=0.1, seed=1)
+        assert len(aux) == 2
+        toks = torch.as_tensor(c.sample(3, 20, np.random.default_rng(1))[0])  # 20 tokens in 8-token chunks
+        tr = trace_mixtral(lm, toks, context=8)
+        assert len(tr.expert_ids) == 3 and len(tr.predicted_next) == 2
+        assert tr.expert_ids[0].shape == (3, 20, 2) and tr.predicted_next[1].shape == (3, 20, 2)
+        # the first chunk routes as the model's own router logits of a direct forward
+        direct = lm(input_ids=toks[:, :8], output_router_logits=True).router_logits[2].topk(2, -1).indices
+        assert np.array_equal(tr.expert_ids[2][:, :8].reshape(-1, 2), direct.numpy())
+        ids = tr.expert_ids[1]
+        assert 0.0 < routing_entropy(ids, 4) <= global_routing_entropy(ids, 4) + 1e-12 <= np.log(4) + 1e-12
+        with pytest.raises(ValueError, match="aux_weight"):
+            train_domain_lm(lm, c, steps=1, batch_size=1, context=8, aux_weight=-1.0, seed=0)
+    finally:
+        torch.set_num_threads(threads)

@@ -4,8 +4,9 @@ Paper: *NetMoE: Accelerating MoE Training through Dynamic Sample Placement*, Xin
 Fangcheng Fu, Xupeng Miao, Shenhan Zhu, Xiaonan Nie, Bin Cui, ICLR 2025, OpenReview ``1qP3lsatCR``
 (no arXiv version established). The paper's cluster (Table 2) is 4 nodes x 8 GPUs with 400 GB/s
 NVLink and 100 GB/s InfiniBand. :class:`ClaimConfig` sizes the checks: the headline on the real
-routing of a byte-level MoE LM trained on local package text (the ``lm_*`` and ``eval_*``
-fields, at the paper's shape S = 1024, E = 2J, I / J = 4), the report-only locality sweep on
+routing of a Mixtral trained on mixed-domain token streams (the ``dom_*`` fields) and the second
+source, a byte-level MoE LM trained on local package text (the ``lm_*`` fields), both traced at
+the paper's shape (``eval_*``: S = 1024, E = 2J, I / J = 4), the report-only locality sweep on
 synthetic traces (``samples``, ``seq_len``, ``num_experts``, ``beta*``), G2 (solver optimality)
 and G3 (a placed multi-layer stack on gloo processes).
 """
@@ -93,6 +94,38 @@ class ClaimConfig:
     lm_aux_weight: float = param(
         0.01, doc="text LM: weight of the Switch balance loss", source="deviation: the Switch default"
     )
+    dom_domains: int = param(
+        8, doc="mixed-domain LM: D Markov-chain domains", source="deviation: spec, synthetic domains"
+    )
+    dom_vocab: int = param(
+        256, doc="mixed-domain LM: vocabulary shared by the domains", source="deviation: CPU scale"
+    )
+    dom_tokens_per_domain: int = param(
+        32,
+        doc="mixed-domain LM: tokens of each domain's vocabulary subset",
+        source="deviation: spec, vocabulary subsets",
+    )
+    dom_concentration: float = param(
+        0.3,
+        doc="mixed-domain LM: Dirichlet concentration of the transition rows",
+        source="deviation: peaked chains",
+    )
+    dom_layers: int = param(4, doc="mixed-domain LM: MoE layers", source="deviation: as the text LM")
+    dom_d_model: int = param(64, doc="mixed-domain LM: width", source="deviation: CPU scale")
+    dom_d_ff: int = param(128, doc="mixed-domain LM: expert hidden width", source="deviation: CPU scale")
+    dom_heads: int = param(4, doc="mixed-domain LM: attention heads", source="deviation: CPU scale")
+    dom_context: int = param(
+        64, doc="mixed-domain LM: training context (tokens)", source="deviation: CPU scale"
+    )
+    dom_steps: int = param(
+        300, doc="mixed-domain LM: Adam steps", source="deviation: about 30 s on one thread"
+    )
+    dom_batch: int = param(32, doc="mixed-domain LM: documents per step", source="deviation: CPU scale")
+    dom_aux_weight: float = param(
+        0.0,
+        doc="mixed-domain LM: weight of the balance loss (0: none)",
+        source="deviation: the paper gives no balance weight; none keeps the domains' routing apart",
+    )
     eval_samples: int = param(
         32,
         doc="real routing: I per global batch (I / J = 4)",
@@ -113,7 +146,7 @@ class ClaimConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or f.name == "beta_sweep":
+            if isinstance(v, bool) or f.name in ("beta_sweep", "dom_aux_weight"):
                 continue
             if isinstance(v, (int, float)) and v <= 0:
                 raise ValueError(f"{f.name} must be > 0, got {v}")
@@ -131,6 +164,14 @@ class ClaimConfig:
             raise ValueError("solver_samples must be divisible by solver_nodes * solver_gpus_per_node")
         if self.top_k > min(self.num_experts, self.g3_experts, self.lm_experts):
             raise ValueError(f"top_k={self.top_k} exceeds the number of experts")
+        if self.dom_aux_weight < 0:
+            raise ValueError(f"dom_aux_weight must be >= 0, got {self.dom_aux_weight}")
+        if self.dom_tokens_per_domain > self.dom_vocab:
+            raise ValueError("dom_tokens_per_domain must not exceed dom_vocab")
+        if self.dom_layers < 2:
+            raise ValueError(
+                f"dom_layers must be >= 2 (the objective needs a next layer), got {self.dom_layers}"
+            )
         if self.lm_layers < 2:
             raise ValueError(
                 f"lm_layers must be >= 2 (the objective needs a next layer), got {self.lm_layers}"

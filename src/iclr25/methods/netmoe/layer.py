@@ -295,6 +295,8 @@ class A2AStats:
         meta_bytes: bytes of metadata this rank sent (ids, positions, slots, gate probabilities).
         solve_s: wall-clock seconds rank 0 spent in the solver.
         dropped: token copies dropped by the capacity on this rank's experts.
+        extra: ``solve_wait_s`` (this rank's wait for the background solve) and ``a2a_s`` (this
+            rank's forward wall-clock in the dispatch and combine All-to-Alls, counts included).
     """
 
     placement: Placement
@@ -576,10 +578,12 @@ class ExpertParallelMoE(nn.Module):
             [sample_ids.to(dev)[order // (seq * k)], (order // k) % seq, order % k, ids.reshape(-1)[order]], 1
         )  # [C, 4]: global sample id, position, slot, expert
         splits = send_counts.tolist()
+        t_a2a = time.perf_counter()  # forward wall-clock of the All-to-Alls (counts + payload)
         rsplits = exchange_counts(send_counts, self.group).tolist()  # split sizes first
         recv_h = _AllToAll.apply(send_h, rsplits, splits, self.group)
         recv_p = _AllToAll.apply(send_p, rsplits, splits, self.group)
         recv_meta = _AllToAll.apply(meta, rsplits, splits, self.group)
+        a2a_s = time.perf_counter() - t_a2a
         disp_bytes = send_counts * d * h.element_size()
 
         # Expert side: replicated norm, grouped expert compute, drop by global key if capacitated.
@@ -623,9 +627,11 @@ class ExpertParallelMoE(nn.Module):
         corder = torch.argsort(dest, stable=True)
         comb_counts = torch.bincount(dest, minlength=world)
         csplits = comb_counts.tolist()
+        t_a2a = time.perf_counter()
         crsplits = exchange_counts(comb_counts, self.group).tolist()
         got = _AllToAll.apply(rows[corder], crsplits, csplits, self.group)
         got_meta = _AllToAll.apply(rmeta[corder], crsplits, csplits, self.group)
+        a2a_s += time.perf_counter() - t_a2a
         comb_bytes = comb_counts * d * h.element_size()
 
         new_ids = torch.as_tensor(placement_obj.samples_on(rank), device=dev)
@@ -654,7 +660,7 @@ class ExpertParallelMoE(nn.Module):
             meta_bytes=meta_bytes,
             solve_s=solve_s,
             dropped=int((~keep).sum()),
-            extra={"solve_wait_s": wait_s},
+            extra={"solve_wait_s": wait_s, "a2a_s": a2a_s},
         )
         return y, new_ids, stats
 
