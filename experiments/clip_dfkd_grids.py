@@ -2,7 +2,7 @@
 
 Usage: python experiments/clip_dfkd_grids.py OUT_DIR [SEED]
 
-Uses the cached tiny BN teacher of the claim (trained on first use), synthesises 4 images per
+Uses the claim's shipped BN teacher (``pretrained/teacher_bn``), synthesises 4 images per
 class with each objective (SDD + CCM, SDD, matching + CCM, matching, CE only, DeepInversion) and
 writes one PNG per objective: rows are classes, columns images.
 """
@@ -21,10 +21,9 @@ import torch
 from iclr25.methods.clip_dfkd import (
     TASK_SHAPES,
     InversionConfig,
-    TeacherConfig,
     deep_inversion,
     invert_dataset,
-    load_or_train_teacher,
+    load_shipped_teacher,
 )
 
 
@@ -49,7 +48,7 @@ def main() -> None:
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 100
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
-    teacher = load_or_train_teacher(TeacherConfig.tiny("resnet"))
+    teacher = load_shipped_teacher()
     cfg = InversionConfig.tiny().replace(images_per_class=4, batch_size=24)
     for mode in ("sdd_ccm", "sdd", "match_ccm", "match", "ce"):
         s = invert_dataset(

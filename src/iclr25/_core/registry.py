@@ -266,7 +266,8 @@ REGISTRY: dict[str, Entry] = {
             claim="a student distilled from text-inverted, style-diversified images beats DFKD baselines",
             extra="clip_dfkd",
             smoke_s=15.0,
-            full_s=230.0,
+            full_s=300.0,
+            long_s=2700.0,
             artefacts=(
                 Artefact(
                     method="clip_dfkd",

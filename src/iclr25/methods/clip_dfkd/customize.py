@@ -18,7 +18,7 @@ from iclr25.methods.clip_dfkd.config import DEFAULT_STYLES, DistillConfig, Inver
 from iclr25.methods.clip_dfkd.distill import distill as _distill
 from iclr25.methods.clip_dfkd.inversion import class_prototypes, invert_dataset
 from iclr25.methods.clip_dfkd.student import make_student
-from iclr25.methods.clip_dfkd.teacher import CLIPTeacher, ZeroShotClassifier
+from iclr25.methods.clip_dfkd.teacher import CLIPTeacher, ZeroShotClassifier, require_teacher
 
 __all__ = ["customize"]
 
@@ -54,7 +54,14 @@ def customize(
 
     Returns:
         The trained student (eval mode): ``logits = student(images)``.
+
+    Raises:
+        TypeError: ``teacher`` is not a :class:`CLIPTeacher` (wrap a raw open_clip model with
+            ``CLIPTeacher.from_open_clip``, a transformers ``CLIPModel`` with
+            ``CLIPTeacher.from_transformers``).
+        ValueError: only one of ``example_images`` and ``example_labels`` is given.
     """
+    require_teacher(teacher)
     if (example_images is None) != (example_labels is None):
         raise ValueError("example_images and example_labels go together")
     protos = None

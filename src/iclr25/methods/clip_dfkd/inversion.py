@@ -25,7 +25,13 @@ from iclr25._core.claims import ProgressFn, no_progress
 from iclr25.methods.clip_dfkd.augment import random_augment
 from iclr25.methods.clip_dfkd.config import DEFAULT_STYLES, InversionConfig
 from iclr25.methods.clip_dfkd.parameterization import ImageParameterization, PixelParam
-from iclr25.methods.clip_dfkd.teacher import CLIPTeacher, ZeroShotClassifier, check_images, check_names
+from iclr25.methods.clip_dfkd.teacher import (
+    CLIPTeacher,
+    ZeroShotClassifier,
+    check_images,
+    check_names,
+    require_teacher,
+)
 
 __all__ = [
     "SyntheticSet",
@@ -144,6 +150,7 @@ def invert_dataset(
     Returns:
         The :class:`SyntheticSet` (images detached).
     """
+    require_teacher(teacher)
     check_names(class_names)
     check_names(styles, "styles")
     n_cls, n_sty = len(class_names), len(styles)

@@ -42,6 +42,7 @@ __all__ = [
     "multi_positive_clip_loss",
     "pretrain_teacher",
     "real_renders",
+    "require_teacher",
     "teacher_world",
     "tokenizer_for",
     "train_teacher",
@@ -83,8 +84,14 @@ class CLIPTeacher(nn.Module):
     Args:
         model: the CLIP model.
         tokenizer: ``tokenizer(list_of_str) -> LongTensor (n, context_length)``.
-        mean: per-channel input mean of the teacher.
-        std: per-channel input std of the teacher.
+        mean: per-channel input mean of the teacher (the default 0.5 is the project's tiny
+            teachers'; a pretrained model has its own: use :meth:`from_open_clip` or
+            :meth:`from_transformers`, which read it from the model).
+        std: per-channel input std of the teacher (the default 0.25 is the tiny teachers').
+
+    Raises:
+        TypeError: ``model`` lacks ``encode_image``, ``encode_text`` or ``logit_scale`` (a
+            transformers ``CLIPModel`` goes through :meth:`from_transformers`).
 
     Example:
         >>> t = CLIPTeacher(build_tiny_clip(TeacherConfig()), tokenizer_for(TeacherConfig()))
@@ -101,11 +108,65 @@ class CLIPTeacher(nn.Module):
         std: Sequence[float] = (0.25, 0.25, 0.25),
     ) -> None:
         super().__init__()
+        _require_clip_interface(model, "CLIPTeacher")
         self.model = model
         self.tokenizer = tokenizer
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1))
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1))
         self.freeze()
+
+    @classmethod
+    def from_open_clip(cls, model: nn.Module, tokenizer: Callable[[list[str]], torch.Tensor]) -> CLIPTeacher:
+        """Wrap an open_clip ``CLIP`` with its own input normalisation.
+
+        The mean and std are ``model.visual.image_mean`` / ``image_std`` (set by
+        ``open_clip.create_model``), else the OpenAI CLIP values open_clip defaults to.
+
+        Raises:
+            TypeError: ``model`` lacks ``encode_image`` / ``encode_text`` / ``logit_scale``.
+        """
+        import open_clip
+
+        _require_clip_interface(model, "an open_clip CLIP")
+        visual = getattr(model, "visual", None)
+        mean = getattr(visual, "image_mean", None) or open_clip.OPENAI_DATASET_MEAN
+        std = getattr(visual, "image_std", None) or open_clip.OPENAI_DATASET_STD
+        return cls(model, tokenizer, mean=tuple(mean), std=tuple(std))
+
+    @classmethod
+    def from_transformers(cls, model: nn.Module, processor: Any) -> CLIPTeacher:
+        """Wrap a Hugging Face ``transformers`` ``CLIPModel`` and its processor.
+
+        The normalisation is ``processor.image_processor.image_mean`` / ``image_std``; prompts go
+        through ``processor.tokenizer`` (padded, ``input_ids`` kept). The images are passed to the
+        model at the size they come in (the caller resizes to the model's ``image_size``).
+
+        Args:
+            model: a ``CLIPModel`` (``get_image_features``, ``get_text_features``, ``logit_scale``).
+            processor: a ``CLIPProcessor`` or any object with ``image_processor`` and ``tokenizer``.
+
+        Raises:
+            TypeError: the model or the processor lacks what is needed.
+        """
+        for attr in ("get_image_features", "get_text_features", "logit_scale"):
+            if not hasattr(model, attr):
+                raise TypeError(f"from_transformers needs a transformers CLIPModel; {type(model).__name__} "
+                                f"has no {attr!r}")  # fmt: skip
+        image_processor = getattr(processor, "image_processor", None)
+        text_tokenizer = getattr(processor, "tokenizer", None)
+        mean = getattr(image_processor, "image_mean", None)
+        std = getattr(image_processor, "image_std", None)
+        if mean is None or std is None or text_tokenizer is None:
+            raise TypeError(
+                "from_transformers needs a processor with image_processor.image_mean / image_std and a "
+                f"tokenizer; got {type(processor).__name__}"
+            )
+
+        def tokenize(texts: list[str]) -> torch.Tensor:
+            out = text_tokenizer(texts, padding=True, return_tensors="pt")
+            return out if isinstance(out, torch.Tensor) else out["input_ids"]
+
+        return cls(_TransformersCLIP(model), tokenize, mean=tuple(mean), std=tuple(std))
 
     def freeze(self) -> CLIPTeacher:
         """Eval mode (BN statistics and dropout frozen) and no parameter gradients."""
@@ -128,6 +189,53 @@ class CLIPTeacher(nn.Module):
         """L2-normalised text embeddings (no gradients). Shape: (len(texts), D)."""
         device = self.mean.device
         return F.normalize(self.model.encode_text(self.tokenizer(list(texts)).to(device)), dim=-1)
+
+
+def _features(out: Any) -> torch.Tensor:
+    """transformers 5 returns a model output whose ``pooler_output`` holds the projected features."""
+    if isinstance(out, torch.Tensor):
+        return out
+    pooled = getattr(out, "pooler_output", None)
+    if not isinstance(pooled, torch.Tensor):
+        raise TypeError(
+            f"expected a feature tensor or an output with pooler_output, got {type(out).__name__}"
+        )
+    return pooled
+
+
+class _TransformersCLIP(nn.Module):
+    """open_clip's interface (``encode_image``, ``encode_text``, ``logit_scale``) over a ``CLIPModel``."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.clip = model
+        self.logit_scale = model.logit_scale
+
+    def encode_image(self, x: torch.Tensor) -> torch.Tensor:
+        return _features(self.clip.get_image_features(pixel_values=x))
+
+    def encode_text(self, ids: torch.Tensor) -> torch.Tensor:
+        return _features(self.clip.get_text_features(input_ids=ids))
+
+
+def _require_clip_interface(model: object, what: str) -> None:
+    missing = [a for a in ("encode_image", "encode_text", "logit_scale") if not hasattr(model, a)]
+    if missing:
+        raise TypeError(
+            f"{what} needs encode_image, encode_text and logit_scale; {type(model).__name__} lacks "
+            f"{', '.join(missing)} (wrap a transformers CLIPModel with CLIPTeacher.from_transformers)"
+        )
+
+
+def require_teacher(teacher: object) -> CLIPTeacher:
+    """``teacher`` if it is a :class:`CLIPTeacher`, else a TypeError that says how to wrap it."""
+    if isinstance(teacher, CLIPTeacher):
+        return teacher
+    raise TypeError(
+        f"expected a CLIPTeacher, got {type(teacher).__name__}: wrap the model first, e.g. "
+        "CLIPTeacher.from_open_clip(model, tokenizer) for open_clip or "
+        "CLIPTeacher.from_transformers(model, processor) for a transformers CLIPModel"
+    )
 
 
 class ZeroShotClassifier(nn.Module):
@@ -558,6 +666,4 @@ def load_open_clip_teacher(model_name: str, checkpoint: str | os.PathLike[str]) 
     if not path.is_file():
         raise FileNotFoundError(f"no open_clip checkpoint at {path}")
     model = open_clip.create_model(model_name, pretrained=str(path))
-    mean = getattr(model.visual, "image_mean", None) or open_clip.OPENAI_DATASET_MEAN
-    std = getattr(model.visual, "image_std", None) or open_clip.OPENAI_DATASET_STD
-    return CLIPTeacher(model, open_clip.get_tokenizer(model_name), mean=mean, std=std)
+    return CLIPTeacher.from_open_clip(model, open_clip.get_tokenizer(model_name))
