@@ -144,7 +144,7 @@ REGISTRY: dict[str, Entry] = {
             claim="sample placement cuts modelled All-to-All time on real MoE routing",
             extra="netmoe",
             smoke_s=20.0,
-            full_s=180.0,
+            full_s=150.0,
         ),
         Entry(
             name="invmsafold",
