@@ -190,6 +190,36 @@ def test_redrawn_routing_that_also_learns_faster_makes_the_speed_part_inconclusi
     assert "ctrl_sgd_resampled" in parts["learns faster"][1]
 
 
+def test_adam_runs_share_the_cosine_schedule_and_the_paper_regime_keeps_a_constant_rate(monkeypatch) -> None:
+    """Every arm of the cluster set (G6) and of digits (G4) decays on the same schedule; the SGD
+    regime (G7) is the official script's, constant at lr 1e-4."""
+    from dataclasses import replace
+
+    import iclr25.methods.comet.claim as claim
+
+    calls: list[tuple[str, str, str]] = []
+    real = claim.train_mlp
+
+    def spy(model: torch.nn.Module, *args, **kw):  # type: ignore[no-untyped-def]
+        calls.append((type(model).__name__, kw.get("optimizer", "adam"), kw.get("lr_schedule", "constant")))
+        return real(model, *args, **kw)
+
+    monkeypatch.setattr(claim, "train_mlp", spy)
+    cfg = replace(_SMOKE, cluster_n_train=64, cluster_n_val=64, cluster_n_test=64, cluster_epochs=2,
+                  g4_width=16, sgd_epochs=1)  # fmt: skip
+    assert cfg.lr_schedule == "cosine"
+    m: dict[str, dict[str, float]] = {a: {} for a in CLAIM.arms}
+    claim._g6(cfg, 0, _clusters(cfg, 0), m, {})
+    assert [c[2] for c in calls] == ["cosine"] * 3 and len({c[0] for c in calls}) == 3
+    calls.clear()
+    digits = _split_val(claim._digits(0), 0.2, 0)
+    claim._g7(cfg, 0, digits, m, {})
+    assert [c[1:] for c in calls] == [("sgd", "constant")] * 3
+    calls.clear()
+    claim._fit(claim._build("dense", 64, 10, (8,), 0.5, 0), digits, replace(cfg, g4_epochs=1), 0)
+    assert calls == [("DenseMLP", "adam", "cosine")]
+
+
 def test_best_so_far_is_the_running_maximum() -> None:
     assert _best_so_far([0.5, 0.7, 0.6, 0.8, 0.75]) == [0.5, 0.7, 0.7, 0.8, 0.8]
 

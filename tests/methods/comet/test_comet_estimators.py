@@ -66,6 +66,16 @@ def test_bad_input_raises() -> None:
         COMETClassifier(p_keep=1.5, epochs=1).fit(X, y)
 
 
+def test_estimators_take_the_cosine_schedule() -> None:
+    X, y = _data()  # 60 rows, batch 20: 3 steps an epoch
+    kw = {"hidden": (8,), "epochs": 2, "batch_size": 20, "lr": 0.01, "random_state": 0}
+    assert COMETClassifier(**kw).fit(X, y).log_.step_lr == [0.01] * 6  # constant by default
+    lrs = COMETRegressor(lr_schedule="cosine", **kw).fit(X, y.astype(float)).log_.step_lr
+    assert lrs[0] == 0.01 and lrs == sorted(lrs, reverse=True) and lrs[-1] < 0.001
+    with pytest.raises(ValueError, match="lr_schedule"):
+        COMETClassifier(lr_schedule="warmup", **kw).fit(X, y)
+
+
 @pytest.mark.parametrize(
     ("cls", "method"),
     [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -193,6 +195,22 @@ def test_train_mlp_calls_epoch_end_after_each_epoch_with_the_trained_model() -> 
     assert [acc for _, acc, _ in seen] == log.eval_metrics["all"]  # called after the epoch's evaluations
 
 
+def test_train_mlp_cosine_schedule_decays_from_the_peak_to_zero() -> None:
+    x, y = _xy()  # 64 rows, batch 16: 4 steps an epoch, 20 in all
+    const = train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=5, batch_size=16, lr=0.01)
+    assert const.step_lr == [0.01] * 20  # the default, and the paper's: constant
+    cos = train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=5, batch_size=16, lr=0.01,
+                    lr_schedule="cosine")  # fmt: skip
+    # step t of T = 20 uses lr (1 + cos(pi t / T)) / 2: the peak first, half of it at T / 2
+    expect = [0.005 * (1 + math.cos(math.pi * t / 20)) for t in range(20)]
+    assert cos.step_lr == pytest.approx(expect, rel=1e-6, abs=1e-12)
+    assert cos.step_lr[-1] < 1e-4 and cos.step_lr == sorted(cos.step_lr, reverse=True)
+    # the same batches and start: only the rates differ, so the first step's loss is the same
+    assert cos.step_loss[0] == const.step_loss[0] and cos.step_loss[-1] != const.step_loss[-1]
+    with pytest.raises(ValueError, match="lr_schedule"):
+        train_mlp(COMETMLP(6, (16,), 3, p_keep=0.5), x, y, epochs=1, lr_schedule="linear")  # type: ignore[arg-type]
+
+
 def test_configs_validate() -> None:
     with pytest.raises(ValueError, match="p_keep"):
         COMETConfig(p_keep=0.0)
@@ -214,4 +232,11 @@ def test_configs_validate() -> None:
         ClaimConfig(sgd_lr=0.0)
     with pytest.raises(ValueError, match="cluster_n_val"):
         ClaimConfig(cluster_n_val=0)
+    with pytest.raises(ValueError, match="lr_schedule"):
+        ClaimConfig(lr_schedule="step")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lr_schedule"):
+        COMETConfig(lr_schedule="step")  # type: ignore[arg-type]
     assert COMETConfig.cpu_default().replace(lr=0.1).lr == 0.1
+    # the paper's regime is a constant rate; the claim's Adam runs (G4-G6) decay on a cosine
+    assert COMETConfig().lr_schedule == "constant" and COMETConfig.cpu_default().lr_schedule == "cosine"
+    assert ClaimConfig().lr_schedule == "cosine"

@@ -26,6 +26,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from torch import Tensor, nn
 
+from iclr25.methods.comet.config import _check_schedule
 from iclr25.methods.comet.routing import COMETRouter, Ties, _check_p
 
 __all__ = [
@@ -236,12 +237,18 @@ class TrainLog:
             for regression).
         steps_per_epoch: optimiser steps per epoch.
         eval_metrics: the same metric on each named set of ``eval_sets``, after every epoch.
+        step_lr: the learning rate every optimiser step used (constant, or the cosine decay).
     """
 
     step_loss: list[float] = field(default_factory=list)
     epoch_metric: list[float] = field(default_factory=list)
     steps_per_epoch: int = 0
     eval_metrics: dict[str, list[float]] = field(default_factory=dict)
+    step_lr: list[float] = field(default_factory=list)
+
+
+#: learning-rate schedules of :func:`train_mlp`
+LRSchedule = Literal["constant", "cosine"]
 
 
 def evaluate(model: nn.Module, X: Tensor, y: Tensor, task: Literal["classification", "regression"]) -> float:
@@ -266,6 +273,7 @@ def train_mlp(
     batch_size: int = 32,
     lr: float = 1e-3,
     optimizer: Literal["adam", "adamw", "sgd", "sgd_momentum"] = "adam",
+    lr_schedule: LRSchedule = "constant",
     l1: float = 0.0,
     seed: int = 0,
     X_eval: Tensor | None = None,
@@ -286,8 +294,11 @@ def train_mlp(
         task: "classification" or "regression".
         epochs: passes over the data.
         batch_size: rows per step.
-        lr: learning rate.
+        lr: learning rate (the peak rate under ``lr_schedule="cosine"``).
         optimizer: "adam", "adamw", "sgd" or "sgd_momentum" (momentum 0.9).
+        lr_schedule: "constant" (the paper's), or "cosine": the rate of step t of T = epochs x
+            steps_per_epoch is lr (1 + cos(pi t / T)) / 2, a cosine decay to zero over the run,
+            stepped after every optimiser step (``torch.optim.lr_scheduler.CosineAnnealingLR``).
         l1: L1 penalty on hidden-layer weights ("standard + L1" baseline).
         seed: seed of the batch order.
         X_eval: optional evaluation inputs, scored after every epoch.
@@ -309,6 +320,7 @@ def train_mlp(
     """
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"epochs, batch_size and lr must be positive, got {epochs}, {batch_size}, {lr}")
+    _check_schedule("lr_schedule", lr_schedule)
     sets = dict(eval_sets or {})
     for name, pair in sets.items():
         if not isinstance(pair, tuple) or len(pair) != 2:
@@ -330,6 +342,9 @@ def train_mlp(
     n = X.shape[0]
     gen = torch.Generator().manual_seed(int(seed))
     log = TrainLog(steps_per_epoch=math.ceil(n / batch_size), eval_metrics={k: [] for k in sets})
+    sched = None
+    if lr_schedule == "cosine":  # to exactly zero after the last step (eta_min = 0)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs * log.steps_per_epoch, eta_min=0.0)
     model.train()
     with_index = getattr(model, "uses_example_index", False)
     for epoch in range(epochs):
@@ -346,7 +361,10 @@ def train_mlp(
                 total = total + l1 * sum(lin.weight.abs().sum() for lin in getattr(model, "layers", []))
             opt.zero_grad(set_to_none=True)
             total.backward()
+            log.step_lr.append(float(opt.param_groups[0]["lr"]))
             opt.step()
+            if sched is not None:
+                sched.step()
             log.step_loss.append(float(loss.detach()))
         if X_eval is not None and y_eval is not None:
             log.epoch_metric.append(evaluate(model, X_eval, y_eval, task))
@@ -379,6 +397,7 @@ class _COMETEstimator:
         optimizer: Literal["adam", "adamw", "sgd", "sgd_momentum"] = "adam",
         ties: Ties = "threshold",
         random_state: int | None = None,
+        lr_schedule: LRSchedule = "constant",
     ) -> None:
         self.hidden = hidden
         self.p_keep = p_keep
@@ -389,6 +408,7 @@ class _COMETEstimator:
         self.optimizer = optimizer
         self.ties = ties
         self.random_state = random_state
+        self.lr_schedule = lr_schedule
 
     def _validate_params(self) -> None:
         _check_p(self.p_keep)
@@ -399,6 +419,7 @@ class _COMETEstimator:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        _check_schedule("lr_schedule", self.lr_schedule)
 
     def _fit_net(self, X: np.ndarray, target: Tensor, out_features: int) -> None:
         from sklearn.utils import check_random_state
@@ -412,7 +433,7 @@ class _COMETEstimator:
         self.log_ = train_mlp(
             self.model_, torch.as_tensor(X, dtype=torch.float32), target, task=self._task,
             epochs=int(self.epochs), batch_size=int(self.batch_size), lr=float(self.lr),
-            optimizer=self.optimizer, seed=seed,
+            optimizer=self.optimizer, lr_schedule=self.lr_schedule, seed=seed,
         )  # fmt: skip
 
     def _forward(self, X: Any) -> Tensor:
@@ -441,6 +462,7 @@ class COMETClassifier(ClassifierMixin, _COMETEstimator, BaseEstimator):
         optimizer: "adam", "adamw", "sgd" or "sgd_momentum".
         ties: k-WTA tie rule.
         random_state: seed (None draws one from NumPy's global state, as scikit-learn does).
+        lr_schedule: "constant" or "cosine" (decay to zero over all steps; see :func:`train_mlp`).
 
     Example:
         >>> import numpy as np
@@ -486,6 +508,7 @@ class COMETRegressor(RegressorMixin, _COMETEstimator, BaseEstimator):
         optimizer: "adam", "adamw", "sgd" or "sgd_momentum".
         ties: k-WTA tie rule.
         random_state: seed.
+        lr_schedule: "constant" or "cosine" (decay to zero over all steps; see :func:`train_mlp`).
 
     Example:
         >>> import numpy as np
