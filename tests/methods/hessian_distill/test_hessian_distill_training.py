@@ -59,6 +59,32 @@ def test_best_up_to_equals_a_shorter_run(clusters) -> None:
         DistillTrainer(make_student(SMALL), None, cfg).best_up_to(1)
 
 
+def test_plateau_stop_ends_the_run_where_the_rule_first_holds(clusters) -> None:
+    """Training to the plateau: the run stops at the first epoch (>= min_epochs) whose validation
+    curve meets the convergence rule, and is otherwise the same run."""
+    from iclr25._core.convergence import plateau_gap
+
+    _, ds = clusters
+    cfg = DistillConfig(lambda_h=0.0, epochs=6, batch_size=2, lr=1e-2)
+    whole = DistillTrainer(make_student(SMALL), None, cfg).fit(ds, ds)
+    vals = [h["val_force_mae"] for h in whole.history_]
+    tol = 0.9
+    first = next((e for e in range(3, 7) if plateau_gap(vals[:e]) <= tol * vals[e - 1]), 6)
+    assert first < 6  # the rule holds before the cap, so the stop is exercised
+    stopped = DistillTrainer(
+        make_student(SMALL), None, dataclasses.replace(cfg, stop_at_plateau=tol, min_epochs=3)
+    ).fit(ds, ds)
+    assert stopped.history_ == whole.history_[:first]
+    assert stopped.best_epoch_ == whole.best_up_to(first)[0]
+    never = DistillTrainer(
+        make_student(SMALL), None, dataclasses.replace(cfg, stop_at_plateau=1e-12, min_epochs=3)
+    ).fit(ds, ds)
+    assert len(never.history_) == 6  # the cap ends a run that never plateaus
+    for bad in ({"stop_at_plateau": 1.0}, {"stop_at_plateau": -0.1}, {"min_epochs": 0}):
+        with pytest.raises(ValueError):
+            DistillConfig(**bad)
+
+
 def test_keep_best_off_keeps_the_last_epoch(clusters) -> None:
     _, ds = clusters
     cfg = DistillConfig(lambda_h=0.0, epochs=2, batch_size=2, keep_best=False)

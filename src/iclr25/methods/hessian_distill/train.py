@@ -25,6 +25,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from iclr25._core.convergence import plateau_gap
+
 from .baselines import make_student
 from .config import DistillConfig, StudentConfig
 from .data import LabelledStructures
@@ -96,7 +98,8 @@ class DistillTrainer:
         best_epoch_: the epoch (1-based) ``model_`` comes from.
         last_model_: the EMA weights after the last epoch.
         history_: per-epoch dicts (losses, validation MAE, λ_H, learning rate, and
-            ``hessian_steps``, the steps of the epoch trained with λ_H > 0).
+            ``hessian_steps``, the steps of the epoch trained with λ_H > 0), one per trained
+            epoch: fewer than ``config.epochs`` when ``config.stop_at_plateau`` ended the run.
         step_seconds_: mean wall time of a training step (report-only).
         step_flops_: counted FLOPs of the first training step (forward, loss and backward;
             matrix products only, ``torch.utils.flop_counter``): a deterministic cost.
@@ -214,14 +217,23 @@ class DistillTrainer:
                 self._improved.append((epoch + 1, val_metrics["force_mae"], copy.deepcopy(ema.state_dict())))
             if progress is not None:
                 progress("epoch", epoch + 1, cfg.epochs)
+            if cfg.stop_at_plateau > 0 and epoch + 1 >= cfg.min_epochs and self._plateaued(history):
+                break
         ema.eval()
         self.last_model_ = ema
         self.history_ = history
-        self.best_epoch_, self.model_ = self.best_up_to(cfg.epochs) if cfg.keep_best else (cfg.epochs, ema)
+        trained = len(history)
+        self.best_epoch_, self.model_ = self.best_up_to(trained) if cfg.keep_best else (trained, ema)
         self.weight_ = weight
         self.step_seconds_ = step_time / max(step, 1)
         self.step_flops_ = step_flops
         return self
+
+    def _plateaued(self, history: list[dict[str, float]]) -> bool:
+        """Whether the validation force MAE moved by at most ``stop_at_plateau`` of its last value
+        over the last fifth of the epochs so far (:func:`~iclr25._core.convergence.plateau_gap`)."""
+        curve = [h["val_force_mae"] for h in history]
+        return plateau_gap(curve) <= self.config.stop_at_plateau * curve[-1]
 
     def best_up_to(self, epoch: int) -> tuple[int, nn.Module]:
         """The epoch (<= ``epoch``) with the lowest validation force MAE and its EMA weights.
