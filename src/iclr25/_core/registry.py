@@ -194,6 +194,7 @@ REGISTRY: dict[str, Entry] = {
             extra="bigr",
             smoke_s=30.0,
             full_s=280.0,
+            long_s=3450.0,
             artefacts=(
                 Artefact(
                     method="bigr",

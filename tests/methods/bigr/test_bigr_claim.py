@@ -31,7 +31,7 @@ def test_smoke_covers_every_arm_and_is_finite(smoke_runs) -> None:
     run, _ = smoke_runs("bigr")
     assert set(run.metrics) == set(CLAIM.arms)
     assert all(math.isfinite(v) for ms in run.metrics.values() for v in ms.values())
-    assert {"probe_by_layer", "quality_vs_steps", "training_loss"} <= set(run.series)
+    assert {"probe_by_layer", "quality_vs_steps", "training_loss", "validation_loss"} <= set(run.series)
     smoke = CLAIM.budgets["smoke"].config
     assert run.metrics["ar"]["passes"] == _grid(smoke) ** 2
     assert run.metrics["bigr"]["passes"] == smoke.num_iter
@@ -50,15 +50,25 @@ def test_smoke_deterministic(smoke_runs) -> None:
 
 def test_budgets_match_registry_and_gates_have_controls() -> None:
     entry = REGISTRY["bigr"]
-    smoke, full = CLAIM.budgets["smoke"], CLAIM.budgets["full"]
+    smoke, full, long = CLAIM.budgets["smoke"], CLAIM.budgets["full"], CLAIM.budgets["long"]
     assert (entry.smoke_s, entry.full_s, entry.full_seeds) == (smoke.seconds, full.seconds, full.seeds)
-    assert smoke.report_only and full.seeds >= 3
+    assert entry.long_s == long.total_seconds <= 3600
+    assert smoke.report_only and full.seeds >= 3 and long.seeds >= 3
+    # long trains the same recipe for longer, nothing else
+    assert dataclasses.replace(long.config, steps=full.config.steps) == full.config
     by_name = {c.name: c for c in CLAIM.criteria}
-    for gate, control in (("probe_margin", "causal_probe_margin"), ("fid_vs_ar", "perbit_fid_vs_ar"),
+    for gate, control in (("probe_vs_causal", "init_probe_vs_causal"), ("fid_vs_ar", "perbit_fid_vs_ar"),
                           ("order_vs_random", "anti_vs_random")):  # fmt: skip
         assert by_name[gate].falsifier == control and by_name[control].control and by_name[control].gating
     assert by_name["argmax_fid_vs_ar"].control and by_name["argmax_fid_vs_ar"].gating
     assert not by_name["passes_ratio"].gating  # an analytic count: reported only
+    assert not by_name["probe_vs_ar"].gating  # confounded by the input encoding: reported only
+    assert CLAIM.headline == "probe_vs_causal"
+    # preconditions: the tokenizer, a probe above the raw bits, and every generator's plateau
+    pre = {c.name for c in CLAIM.criteria if c.precondition}
+    conv = {c.name for c in CLAIM.criteria if c.convergence}
+    assert pre == {"tokenizer_keeps_classes", "probe_above_raw_bits"} | conv
+    assert conv == {f"{a}_converged" for a in ("bigr", "ar", "perbit", "causal")}
 
 
 def _toy_images(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

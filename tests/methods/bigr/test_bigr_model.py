@@ -284,7 +284,9 @@ def test_features_use_null_class_and_check_layer() -> None:
     with pytest.raises(ValueError, match="layer"):
         model.extract_features(bits, layer=3)
     with pytest.raises(ValueError, match="layer"):
-        model.extract_features(bits, layer=0)
+        model.extract_features(bits, layer=-1)
+    # layer 0 is the pooled input encoding, before any block
+    torch.testing.assert_close(model.extract_features(bits, layer=0), model.bit_proj(bits).mean(1))
 
 
 def test_bad_input_raises() -> None:

@@ -7,7 +7,13 @@ Kwan-Yee K. Wong, ICLR 2025, arXiv:2410.14672.
 
 from iclr25.methods.bigr.backbone import LlamaBackbone, apply_rope, rope_2d
 from iclr25.methods.bigr.baselines import CausalAR, pack_bits, unpack_bits
-from iclr25.methods.bigr.checkpoint import load_state, save_checkpoint
+from iclr25.methods.bigr.checkpoint import (
+    from_official_names,
+    load_official_state_dict,
+    load_state,
+    save_checkpoint,
+    to_official_names,
+)
 from iclr25.methods.bigr.config import (
     BiGRConfig,
     BinaryAEConfig,
@@ -44,7 +50,13 @@ from iclr25.methods.bigr.probe import (
     precision_recall,
     train_evaluator,
 )
-from iclr25.methods.bigr.sampling import SampleOutput, generate, outpaint_mask, unmask_schedule
+from iclr25.methods.bigr.sampling import (
+    SampleOutput,
+    generate,
+    generate_causal,
+    outpaint_mask,
+    unmask_schedule,
+)
 from iclr25.methods.bigr.tokenizer import (
     SHAPES_TOKENIZER,
     BernoulliQuantizer,
@@ -98,12 +110,15 @@ __all__ = [
     "conditional_accuracy",
     "fid_proxy",
     "flip_to_x0_logit",
+    "from_official_names",
     "generate",
+    "generate_causal",
     "keep_factor",
     "l_d24",
     "l_d32_512",
     "linear_probe",
     "load_feature_net",
+    "load_official_state_dict",
     "load_state",
     "load_tokenizer",
     "masked_count",
@@ -121,6 +136,7 @@ __all__ = [
     "save_tokenizer",
     "timestep_embedding",
     "tiny",
+    "to_official_names",
     "train_bigr",
     "train_evaluator",
     "train_feature_net",

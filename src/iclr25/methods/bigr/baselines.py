@@ -120,10 +120,15 @@ class CausalAR(nn.Module):
     def extract_features(
         self, bits: torch.Tensor, *, layer: int, labels: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Pooled pre-norm features of block ``layer`` over the N token positions (null class); (B, D)."""
+        """Pooled pre-norm features of block ``layer`` over the N token positions (null class); (B, D).
+
+        ``layer=0`` pools the id embeddings of the tokens themselves (no block run).
+        """
         check_bits(bits, self.code_dim, self.num_tokens)
-        if not 1 <= layer <= len(self.backbone.blocks):
-            raise ValueError(f"layer must lie in [1, {len(self.backbone.blocks)}], got {layer}")
+        if not 0 <= layer <= len(self.backbone.blocks):
+            raise ValueError(f"layer must lie in [0, {len(self.backbone.blocks)}], got {layer}")
+        if layer == 0:
+            return self.tok_emb(pack_bits(bits)).mean(1)
         if labels is None:
             labels = torch.full((len(bits),), self.null_class, dtype=torch.long)
         hs = self.backbone(self.tok_emb(pack_bits(bits)), labels, stop_at=layer)

@@ -95,9 +95,13 @@ class TranscoderConfig:
     sample_steps: int = param(
         100, doc="reverse steps at sampling (linearly sub-sampled from T)", source="paper: 100"
     )
+    freq_dim: int = param(
+        256, doc="width of the sinusoidal timestep embedding before the timestep MLP",
+        source="paper: 256 (the official head's timestep embedder, as in DiT)",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        _positive(self, "depth", "width", "timesteps", "sample_steps")
+        _positive(self, "depth", "width", "timesteps", "sample_steps", "freq_dim")
         if self.sample_steps > self.timesteps:
             raise ValueError(f"sample_steps {self.sample_steps} > timesteps {self.timesteps}")
 
@@ -352,6 +356,20 @@ class ClaimConfig:
     lr: float = param(
         1e-3, doc="AdamW learning rate", source="deviation: CPU scale (paper 1e-4 at batch 512)"
     )
+    ema_decay: float = param(
+        0.99,
+        doc="EMA decay of every generator's weights; sampling and probes read the EMA copy",
+        source="deviation: paper 0.9999 (a 10,000-step horizon over about 1M steps at lr 1e-4); "
+        "0.99 averages over about 100 steps, a tenth of full's 1,000 steps at the 10x larger lr",
+    )
+    n_evals: int = param(
+        20, doc="validation-loss evaluations along each generator's training (the convergence curve)",
+        source="deviation: CPU scale",
+    )  # fmt: skip
+    n_val_loss: int = param(
+        512, doc="validation images of the convergence curve (8 batches of 64, fixed masks and noise)",
+        source="deviation: CPU scale",
+    )  # fmt: skip
     num_iter: int = param(6, doc="S: sampler iterations (<= N / 2)", source="deviation: CPU scale (paper 20)")
     cfg_scale: float = param(3.0, doc="CFG scale for BiGR and AR", source="paper: 3.0")
     gumbel_temp: float = param(0.01, doc="Gumbel temperature on confidences", source="paper: 0.01")
@@ -390,5 +408,9 @@ class ClaimConfig:
         )
         if self.code_dim > 12:
             raise ValueError("code_dim must be <= 12 so the AR baseline can use 2^K ids")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must lie in [0, 1), got {self.ema_decay}")
+        if not 2 <= self.n_evals <= self.steps:
+            raise ValueError(f"n_evals must lie in [2, steps], got {self.n_evals}")
         if self.ae_downsample not in (2, 4):
             raise ValueError(f"ae_downsample must be 2 or 4, got {self.ae_downsample}")

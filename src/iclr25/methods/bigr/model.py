@@ -67,7 +67,12 @@ class BiGR(nn.Module):
         self.head: BernoulliTranscoder | BitHead
         if cfg.head == "transcoder":
             self.head = BernoulliTranscoder(
-                code_dim=cfg.code_dim, cond_dim=d, width=tc.width, depth=tc.depth, timesteps=tc.timesteps
+                code_dim=cfg.code_dim,
+                cond_dim=d,
+                width=tc.width,
+                depth=tc.depth,
+                timesteps=tc.timesteps,
+                freq_dim=tc.freq_dim,
             )
         else:
             self.head = BitHead(code_dim=cfg.code_dim, cond_dim=d)
@@ -144,10 +149,16 @@ class BiGR(nn.Module):
         self, bits: torch.Tensor, *, layer: int, labels: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Pooled representation: all tokens visible, null class by default, pre-norm output of block
-        ``layer`` (1-based), class token dropped, averaged over tokens; shape (B, D)."""
+        ``layer`` (1-based), class token dropped, averaged over tokens; shape (B, D).
+
+        ``layer=0`` pools the input encoding Linear(K, D) of the bits itself (no block run): the
+        floor that separates what the blocks learned from what the input encoding already gives.
+        """
         check_bits(bits, self.cfg.code_dim, self.cfg.num_tokens)
-        if not 1 <= layer <= self.cfg.depth:
-            raise ValueError(f"layer must lie in [1, {self.cfg.depth}], got {layer}")
+        if not 0 <= layer <= self.cfg.depth:
+            raise ValueError(f"layer must lie in [0, {self.cfg.depth}], got {layer}")
+        if layer == 0:
+            return self.bit_proj(bits).mean(1)
         if labels is None:
             labels = torch.full((len(bits),), self.null_class, dtype=torch.long)
         hs = self.backbone(self.bit_proj(bits), labels, stop_at=layer)
@@ -168,6 +179,8 @@ def train_bigr(
     ema_decay: float | None = None,
     generator: torch.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
+    on_eval: Callable[[int, nn.Module], None] | None = None,
+    eval_every: int = 0,
 ) -> tuple[list[float], nn.Module | None]:
     """AdamW training of any model with ``loss(bits, labels, generator=) -> {"loss": ...}``.
 
@@ -186,12 +199,18 @@ def train_bigr(
         ema_decay: keep an EMA copy with this decay (None: no EMA).
         generator: RNG of batches, masks and noise.
         progress: ``progress(done, total)`` called every 50 steps.
+        on_eval: ``on_eval(step, model)`` called after every ``eval_every`` steps (and after the
+            last) with the model inference would use: the EMA copy if there is one, else the
+            trained model (in eval mode for the call). Its RNG draws must not touch ``generator``.
+        eval_every: steps between ``on_eval`` calls (0: never).
 
     Returns:
         ``(losses, ema_model_or_None)``.
     """
     if steps < 1 or batch_size < 1:
         raise ValueError("steps and batch_size must be >= 1")
+    if ema_decay is not None and not 0.0 <= ema_decay < 1.0:
+        raise ValueError(f"ema_decay must lie in [0, 1), got {ema_decay}")
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
@@ -215,5 +234,11 @@ def train_bigr(
                     pe.lerp_(pm, 1 - ema_decay)  # type: ignore[operator]
         if progress and (step + 1) % 50 == 0:
             progress(step + 1, steps)
+        if on_eval is not None and eval_every > 0 and ((step + 1) % eval_every == 0 or step + 1 == steps):
+            target = ema if ema is not None else model
+            target.eval()
+            with torch.no_grad():
+                on_eval(step + 1, target)
+            model.train()
     model.eval()
     return losses, ema

@@ -55,12 +55,70 @@ class BiGRPipeline:
         (torch.Size([2, 3, 16, 16]), 4)
     """
 
-    def __init__(self, tokenizer: BinaryAutoencoder, model: BiGR) -> None:
+    def __init__(
+        self, tokenizer: BinaryAutoencoder, model: BiGR, *, feature_layer: int | None = None
+    ) -> None:
         if tokenizer.cfg.code_dim != model.cfg.code_dim:
             raise ValueError(f"tokenizer K {tokenizer.cfg.code_dim} != model K {model.cfg.code_dim}")
         if tokenizer.cfg.grid != model.cfg.grid:
             raise ValueError(f"tokenizer grid {tokenizer.cfg.grid} != model grid {model.cfg.grid}")
+        layer = max(1, model.cfg.depth // 2) if feature_layer is None else feature_layer
+        if not 1 <= layer <= model.cfg.depth:
+            raise ValueError(f"feature_layer must lie in [1, {model.cfg.depth}], got {feature_layer}")
         self.tokenizer, self.model = tokenizer.eval(), model.eval()
+        self.feature_layer = layer
+
+    @torch.no_grad()
+    def encode_images(
+        self, images: torch.Tensor, *, layer: int | None = None, batch_size: int = 256
+    ) -> torch.Tensor:
+        """Images -> BiGR's representation (the paper's linear-probe features), shape (B, D).
+
+        Each image is encoded by the B-AE into its deterministic binary code (bits thresholded at
+        p = 0.5); every token is visible (nothing masked), the class token holds the null class
+        (true labels would leak into the features); the backbone stops after block ``layer`` and
+        its output is taken *before* the final RMSNorm, the class token dropped and the N image
+        tokens average-pooled. The paper reads an intermediate layer chosen on validation data;
+        ``layer`` defaults to the pipeline's ``feature_layer`` (depth // 2 unless given).
+
+        Args:
+            images: float tensor (B, C, H, W) in [-1, 1] (the tokenizer's range; map images in
+                [0, 1] with ``2 * x - 1``), C and H = W as the tokenizer's config.
+            layer: block whose output is pooled, in [1, depth].
+            batch_size: images per forward pass.
+
+        Returns:
+            Float tensor (B, D).
+
+        Raises:
+            TypeError: ``images`` is not a floating-point tensor.
+            ValueError: wrong shape, non-finite values, values outside [-1, 1], or a bad layer.
+        """
+        if not isinstance(images, torch.Tensor):
+            raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
+        if not images.is_floating_point():
+            raise TypeError(f"images must be a floating-point tensor in [-1, 1], got dtype {images.dtype}")
+        c, r = self.tokenizer.cfg.in_channels, self.tokenizer.cfg.resolution
+        if images.ndim != 4 or images.shape[1] != c or images.shape[-2:] != (r, r):
+            raise ValueError(f"images must have shape (B, {c}, {r}, {r}), got {tuple(images.shape)}")
+        if len(images) == 0:
+            raise ValueError("images is empty")
+        if not torch.isfinite(images).all():
+            raise ValueError("images contain NaN or infinite values")
+        lo, hi = float(images.min()), float(images.max())
+        if lo < -1.0 - 1e-4 or hi > 1.0 + 1e-4:
+            raise ValueError(
+                f"images must lie in [-1, 1], got values in [{lo:.3g}, {hi:.3g}] "
+                "(map [0, 1] images with 2 * x - 1, uint8 ones with x / 127.5 - 1)"
+            )
+        layer = self.feature_layer if layer is None else layer
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        out = []
+        for chunk in images.split(batch_size):
+            tokens = self.bits_to_tokens(self.tokenizer.encode(chunk.float()).bits_det)  # (b, N, K)
+            out.append(self.model.extract_features(tokens, layer=layer))
+        return torch.cat(out)
 
     def bits_to_tokens(self, bits: torch.Tensor) -> torch.Tensor:
         """(B, K, h, w) -> (B, N, K) (raster order)."""

@@ -125,6 +125,8 @@ class BernoulliTranscoder(nn.Module):
         width: MLP width.
         depth: residual adaLN blocks.
         timesteps: T.
+        freq_dim: width of the sinusoidal timestep embedding fed to the timestep MLP (256 in the
+            paper's head, as in DiT, whatever the MLP width).
 
     Example:
         >>> head = BernoulliTranscoder(code_dim=4, cond_dim=8, width=16, depth=1, timesteps=8)
@@ -132,12 +134,14 @@ class BernoulliTranscoder(nn.Module):
         torch.Size([3, 4])
     """
 
-    def __init__(self, *, code_dim: int, cond_dim: int, width: int, depth: int, timesteps: int) -> None:
+    def __init__(
+        self, *, code_dim: int, cond_dim: int, width: int, depth: int, timesteps: int, freq_dim: int = 256
+    ) -> None:
         super().__init__()
-        self.code_dim, self.timesteps, self.width = code_dim, timesteps, width
+        self.code_dim, self.timesteps, self.width, self.freq_dim = code_dim, timesteps, width, freq_dim
         self.inp = nn.Linear(code_dim, width)
         self.cond = nn.Linear(cond_dim, width)
-        self.t_mlp = nn.Sequential(nn.Linear(width, width), nn.SiLU(), nn.Linear(width, width))
+        self.t_mlp = nn.Sequential(nn.Linear(freq_dim, width), nn.SiLU(), nn.Linear(width, width))
         self.blocks = nn.ModuleList(_ResAdaLN(width) for _ in range(depth))
         self.final_norm = nn.LayerNorm(width, elementwise_affine=False, eps=1e-6)
         self.final_ada = nn.Sequential(nn.SiLU(), nn.Linear(width, 2 * width))
@@ -154,7 +158,7 @@ class BernoulliTranscoder(nn.Module):
         """
         # t - 1 into the embedding, as the paper's head; one MLP call per distinct t
         t_uniq, inverse = torch.unique(t, return_inverse=True)
-        c = self.cond(cond) + self.t_mlp(timestep_embedding(t_uniq - 1, self.width))[inverse]
+        c = self.cond(cond) + self.t_mlp(timestep_embedding(t_uniq - 1, self.freq_dim))[inverse]
         h = self.inp(2 * z_t - 1)  # bits -> +-1
         for block in self.blocks:
             h = block(h, c)
