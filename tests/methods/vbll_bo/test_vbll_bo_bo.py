@@ -249,7 +249,29 @@ def test_smoke_claim_v1_and_controls(smoke_runs) -> None:
         assert math.isfinite(m[arm]["branin_log10_regret"])
     for arm in ("vbll_cl", "gp_matern", "ensemble"):  # the report-only rows
         assert math.isfinite(m[arm]["ns_log10_regret_r0"])
+    # the refit precondition reads the worst of a sample of refits (smoke: the initial fit and the last)
+    gaps = [v for k, v in m["vbll_ei"].items() if k.startswith("branin_refit_loss_gap_n")]
+    assert len(gaps) == 2 and m["vbll_ei"]["branin_refit_loss_gap"] == max(gaps)
+    assert m["vbll_ei"]["branin_refit_3x_pred_change"] >= 0 and m["vbll_ts"]["ns_refit_3x_pred_change"] >= 0
+    for arm in ("vbll_ei", "gp"):  # the V3c diagnosis, both surrogates on the same points
+        assert math.isfinite(m[arm]["branin_diag_test_nll"]) and m[arm]["branin_diag_top_rmse"] >= 0
+    assert m["gp"]["branin_lengthscale_0"] > 0 and m["gp"]["branin_lengthscale_1"] > 0
+    assert 1.0 <= m["vbll_ei"]["branin_feature_dims"] <= 16 + 1e-9  # at most the smoke width
+    assert m["vbll_ei"]["branin_noise_std"] > 0 and m["vbll_ei"]["branin_best_dist"] >= 0
     assert run.deterministic_metrics() == again.deterministic_metrics()
+
+
+def test_refit_sample_spans_the_initial_fit_to_the_last() -> None:
+    from iclr25.methods.vbll_bo.claim import _participation_ratio, _refit_sizes
+
+    assert _refit_sizes(10, 50, 3) == [10, 30, 50]
+    assert _refit_sizes(20, 50, 1) == [50]
+    assert _refit_sizes(4, 5, 4) == [4, 5]  # fewer distinct sizes than asked: no repeats
+    # participation ratio: N equal directions count N, a rank-one map counts 1
+    g = torch.Generator().manual_seed(0)
+    iso = torch.randn(20000, 4, generator=g, dtype=F64)
+    assert abs(_participation_ratio(iso) - 4.0) < 0.1
+    assert abs(_participation_ratio(iso[:, :1] * torch.ones(1, 4, dtype=F64)) - 1.0) < 1e-9
 
 
 @pytest.mark.slow

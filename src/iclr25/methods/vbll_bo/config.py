@@ -192,6 +192,15 @@ class ClaimConfig:
         3, doc="the refit precondition compares a V3 fit with one this many times as long (epochs and "
         "patience)", source="deviation: stated before measuring",
     )  # fmt: skip
+    refit_check_sample: int = param(
+        3, doc="V3 refits the precondition replays per problem (BO repeat 0), evenly spaced from the "
+        "initial fit to the last; the worst gap counts",
+        source="deviation: CPU time (a sample, not every refit)",
+    )  # fmt: skip
+    diag_test: int = param(
+        1000, doc="uniform test points of the V3c diagnosis (surrogate fit on Branin, report only)",
+        source="deviation: diagnosis",
+    )  # fmt: skip
     ensemble_steps: int = param(
         300, doc="Adam steps of the deep ensemble's first fit", source="deviation: CPU size"
     )
@@ -225,7 +234,8 @@ class ClaimConfig:
     def __post_init__(self) -> None:
         positive = ("v1_features", "v1_points", "width", "max_epochs", "patience", "bo_dim", "bo_init",
                     "bo_iters", "branin_init", "branin_iters", "bo_repeats", "ns_dim", "ns_init", "ns_iters",
-                    "refit_epochs", "refit_patience", "refit_check_factor", "ensemble_steps",
+                    "refit_epochs", "refit_patience", "refit_check_factor", "refit_check_sample", "diag_test",
+                    "ensemble_steps",
                     "ensemble_refit_steps", "nll_dim",
                     "nll_train", "nll_test",
                     "ts_restarts", "ts_raw_samples", "gp_restarts", "gp_raw_samples",
