@@ -312,11 +312,14 @@ class ClaimConfig:
     )
     student: StudentConfig = param(StudentConfig(), doc="student architecture", source="deviation: TinyPaiNN")
     distill: DistillConfig = param(
-        DistillConfig(epochs=80, force_jac_sample_size=1, stop_at_plateau=0.05, min_epochs=50),
-        doc="training run of every student: each trains until its validation force MAE plateaus "
-        "(moves by at most 5% over the last fifth of its epochs), at most distill.epochs epochs",
+        DistillConfig(epochs=80, force_jac_sample_size=1),
+        doc="training run of every student: each trains the whole plateau budget (distill.epochs) "
+        "and is read at its best validation epoch; the convergence preconditions check that its "
+        "validation force MAE moved by at most 5% over the last fifth of the budget",
         source="paper: SPICE loss weights, training to a plateau, one row per structure as the "
-        "official solvated amino-acid config (others: 4); deviation: a cap of 80 epochs (CPU budget)",
+        "official solvated amino-acid config (others: 4); deviation: a budget of 80 epochs (CPU). "
+        "No early stop: a 5% stop rule fired at 50-62 epochs on distilled students whose error "
+        "still halved by 160 epochs",
     )
     teacher: Literal["nn", "emt"] = param(
         "nn",
