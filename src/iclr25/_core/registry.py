@@ -162,7 +162,8 @@ REGISTRY: dict[str, Entry] = {
             claim="8x smaller KV cache, comparable quality",
             extra="activation_beacon",
             smoke_s=20.0,
-            full_s=240.0,
+            full_s=270.0,
+            long_s=3360.0,
             artefacts=(
                 Artefact(
                     method="activation_beacon",

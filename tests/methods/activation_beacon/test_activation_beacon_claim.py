@@ -54,6 +54,7 @@ def test_smoke_judged_report_only(smoke_runs):
     j = judge(CLAIM, "smoke", [run])
     assert j.reason == "smoke: report-only"
     assert {"recall_vs_kv", "arms_at_budget", "retrieval_mass", "training"} <= set(run.series)
+    assert {"learning_curve", "alpha_by_length"} <= set(run.series)
 
 
 def test_gates_and_their_falsifiers():
@@ -65,6 +66,7 @@ def test_gates_and_their_falsifiers():
         "g4_recall_vs_streaming",
         "pre_full_acc",
         "pre_value_read_beyond_layer0",
+        "beacon_converged",
     }
     for name in ("g4_recall_vs_full", "g4_recall_vs_streaming"):
         control = by_name[by_name[name].falsifier]

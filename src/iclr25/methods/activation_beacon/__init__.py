@@ -28,6 +28,11 @@ from iclr25.methods.activation_beacon.flops import (
     full_score_entries,
 )
 from iclr25.methods.activation_beacon.generation import BeaconGenerationCache
+from iclr25.methods.activation_beacon.kvpress_adapter import (
+    KVPRESS_PRESSES,
+    KVPressEviction,
+    kvpress_available,
+)
 from iclr25.methods.activation_beacon.layout import ChunkLayout, additive_mask, chunk_layout, chunk_visibility
 from iclr25.methods.activation_beacon.memory import MemoryStats, chunk_lm_loss, ratio_schedule, run_chunks
 from iclr25.methods.activation_beacon.model import (
@@ -45,6 +50,7 @@ from iclr25.methods.activation_beacon.wrap import BeaconContext, BeaconLinear
 
 __all__ = [
     "BASE_DIR",
+    "KVPRESS_PRESSES",
     "BaseStage",
     "BaseTrainConfig",
     "BeaconCache",
@@ -57,6 +63,7 @@ __all__ = [
     "BeaconModelConfig",
     "ChunkLayout",
     "ClaimConfig",
+    "KVPressEviction",
     "MeanPoolCache",
     "MeanPoolKV",
     "MemoryStats",
@@ -74,6 +81,7 @@ __all__ = [
     "chunk_visibility",
     "full_score_entries",
     "knockout_accuracy",
+    "kvpress_available",
     "load_base",
     "load_beacon_config",
     "load_beacon_model",

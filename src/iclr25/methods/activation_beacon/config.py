@@ -114,9 +114,13 @@ class ClaimConfig:
         16, doc="chunk size w", source="deviation: w=16 so that L/peak >= 6 at α=8 (issue; spec 64)"
     )
     train_len: int = param(
-        128,
-        doc="length of the beacon training rows (8 chunks)",
-        source="deviation: CPU budget; the paper also trains shorter than it evaluates (20K -> 128K)",
+        512,
+        doc="longest beacon training row; each step draws its length from the multiples of window "
+        "in [train_len_min, train_len]",
+        source="paper: Sec. 4, mixed-length training data grouped by chunk count (scaled down)",
+    )
+    train_len_min: int = param(
+        128, doc="shortest beacon training row", source="deviation: 128-512 tokens at CPU scale"
     )
     n_pairs: int = param(4, doc="key→value pairs per scored row", source="deviation: toy task")
     train_pairs: int = param(
@@ -125,18 +129,55 @@ class ClaimConfig:
         source="deviation: answer-only loss; denser answers stand in for the paper's loss on every "
         "token (with 4 pairs the loss stays near chance for 1,000+ steps, README Diagnosis)",
     )
-    ratios: tuple[int, ...] = param((2, 4, 8), doc="training ratios α", source="paper: fine-tuning list")
+    ratios: tuple[int, ...] = param(
+        (2, 4, 8, 16),
+        doc="training ratios α, drawn uniformly per chunk (step-random)",
+        source="paper: Sec. 3.3, pre-training list {2,4,8,16,32} filtered to divisors of w=16",
+    )
+    params: tuple[str, ...] = param(
+        ("q", "k", "v"),
+        doc="projections with trainable beacon copies",
+        source="paper: official training script, --beacon_param q k v",
+    )
     eval_ratio: int = param(8, doc="α of the gated quality comparison", source="paper: headline α=8")
     sink_size: int = param(1, doc="sink tokens", source="paper: code, sink=1")
     beacon_steps: int = param(
-        1500, doc="beacon training steps", source="deviation: CPU budget (issue: ~1500)"
+        600,
+        doc="beacon training steps (the linear schedule decays to 0 here)",
+        source="deviation: the full budget's 15 min (the long budget trains 3,500)",
     )
     batch_size: int = param(16, doc="rows per beacon training step", source="deviation: CPU budget")
-    lr_beacon: float = param(3e-3, doc="AdamW learning rate of beacon parameters", source="deviation: tiny")
+    lr_beacon: float = param(
+        3e-3, doc="AdamW peak learning rate of beacon parameters", source="deviation: tiny"
+    )
     warmup_steps: int = param(
         100,
-        doc="linear warm-up of the beacon learning rate",
-        source="deviation: without it one seed in three stays at chance (README, Diagnosis)",
+        doc="linear warm-up of the beacon learning rate, then linear decay to 0 at beacon_steps",
+        source="paper: HF Trainer linear schedule (warm-up: deviation, one seed in three stays at "
+        "chance without it, README Diagnosis)",
+    )
+    max_grad_norm: float = param(
+        1.0, doc="gradient-norm clip of the beacon parameters", source="paper: HF Trainer default, 1.0"
+    )
+    curve_every: int = param(
+        150,
+        doc="steps between recall evaluations at α=eval_ratio, L=seq_len",
+        source="deviation: 150 in full (4 points), 500 in the long budget",
+    )
+    n_curve: int = param(
+        256, doc="held-out rows of the learning curve (the same rows at every point)", source="deviation: CPU"
+    )
+    table_ratios: tuple[int, ...] = param(
+        (2, 4, 8, 16), doc="α of the reported α×L table", source="paper: Sec. 3.3"
+    )
+    table_lens: tuple[int, ...] = param(
+        (256, 512, 1024), doc="L of the reported α×L table", source="deviation: CPU"
+    )
+    n_table: int = param(128, doc="held-out rows per α×L cell", source="deviation: CPU")
+    kvpress: bool = param(
+        True,
+        doc="report kvpress presses at the same KV budget when kvpress is installed",
+        source="deviation: optional cross-check, report-only",
     )
     n_eval: int = param(512, doc="held-out sequences", source="paper: spec G4, 512 sequences")
     n_attention_rows: int = param(
@@ -151,10 +192,23 @@ class ClaimConfig:
 
     def __post_init__(self) -> None:
         sizes = ("seq_len", "window", "train_len", "n_pairs", "train_pairs", "batch_size", "n_eval")
-        for name in (*sizes, "n_attention_rows"):
+        for name in (*sizes, "n_attention_rows", "curve_every", "n_curve", "n_table"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("seq_len", "train_len"):
+        if self.train_len_min > self.train_len:
+            raise ValueError(f"train_len_min={self.train_len_min} exceeds train_len={self.train_len}")
+        if self.max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm must be positive, got {self.max_grad_norm}")
+        if not self.params or set(self.params) - {"q", "k", "v", "o"}:
+            raise ValueError(f"params must be a non-empty subset of q, k, v, o, got {self.params}")
+        if any(a <= 0 or self.window % a for a in self.table_ratios) or not self.table_lens:
+            raise ValueError("table_ratios must be positive divisors of window and table_lens non-empty")
+        for n in self.table_lens:
+            if n % self.window or n // self.window < 3:
+                raise ValueError(
+                    f"table_lens: {n} must be a multiple of window={self.window} with >= 3 chunks"
+                )
+        for name in ("seq_len", "train_len", "train_len_min"):
             if getattr(self, name) % self.window or getattr(self, name) // self.window < 3:
                 raise ValueError(
                     f"{name} must be a multiple of window={self.window} with >= 3 chunks, "
