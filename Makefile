@@ -11,6 +11,8 @@ ARGS   ?=
 REPORT ?= $(lastword $(sort $(wildcard reports/*)))
 
 LOCK   := requirements.lock
+KVPRESS := kvpress==0.5.5
+KVPRESS_IMPORTS := datasets==5.2.0 cachetools==5.5.2 fire==0.6.0
 
 .PHONY: setup check test lint format report lock clean
 
@@ -23,6 +25,10 @@ $(STAMP): pyproject.toml $(LOCK) Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1
 	$(BIN)/python -m pip install -q -c $(LOCK) -e '.[all,dev]'
+	@# kvpress declares transformers<5.3; its presses run against the pinned transformers (a test checks),
+	@# so it installs without its own pins, next to the packages it imports at load time
+	$(BIN)/python -m pip install -q -c $(LOCK) $(KVPRESS_IMPORTS)
+	$(BIN)/python -m pip install -q --no-deps $(KVPRESS)
 	@# gense synthesises its speech with espeak-ng (a Debian package); without it, its tests skip
 	@if command -v espeak-ng >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
