@@ -247,7 +247,7 @@ REGISTRY: dict[str, Entry] = {
             paper=(
                 "Learning Diverse Attacks on Large Language Models for Robust Red-Teaming and Safety Tuning"
             ),
-            claim="GFlowNet + MLE smoothing attacker covers more attack modes than RL at equal toxicity",
+            claim="GFlowNet + MLE attackers: target trigger shares, above RL's toxicity-diversity curve",
             extra="gfn_redteam",
             smoke_s=30.0,
             full_s=250.0,

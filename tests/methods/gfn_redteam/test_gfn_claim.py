@@ -16,11 +16,14 @@ def test_smoke_covers_every_arm_and_is_finite(smoke_runs) -> None:
     assert set(run.metrics) == set(CLAIM.arms)
     assert all(math.isfinite(v) for ms in run.metrics.values() for v in ms.values())
     for arm in _ARMS_B:
-        for key in ("toxicity_rate", "modes_covered", "diversity", "edit_diversity", "transfer_toxicity"):
+        for key in ("toxicity_rate", "mode_tv", "mode_neff", "diversity", "transfer_toxicity"):
             assert key in run.metrics[arm], (arm, key)
     assert run.metrics["tb_exact"]["n_sequences"] == 84.0
     assert run.metrics["oracle"]["toxicity_rate"] > run.metrics["sft"]["toxicity_rate"]
-    assert {"modes_vs_toxicity", "training_success", "exact_tv"} <= set(run.series)
+    assert {"tradeoff", "tradeoff_coverage", "modes_vs_toxicity", "training_success", "exact_tv"} <= set(
+        run.series
+    )
+    assert CLAIM.figure == "tradeoff"
     assert len(judge(CLAIM, "smoke", [run]).outcomes) == len(CLAIM.criteria)
 
 
@@ -31,8 +34,8 @@ def test_smoke_deterministic(smoke_runs) -> None:
 
 def test_equal_victim_queries(smoke_runs) -> None:
     m = smoke_runs("gfn_redteam")[0].metrics
-    assert m["gfn"]["victim_queries"] == m["reinforce"]["victim_queries"] == m["crt"]["victim_queries"]
-    assert m["tb_cold"]["victim_queries"] <= m["gfn"]["victim_queries"]
+    rl = ("reinforce", "reinforce_kl0p03", "reinforce_kl0p01", "reinforce_kl0", "crt", "gfn_onpolicy")
+    assert {m[a]["victim_queries"] for a in rl} == {m["gfn"]["victim_queries"]}
 
 
 def test_budgets_match_registry() -> None:
@@ -122,6 +125,7 @@ def diverse_and_collapsed() -> dict:
             triggers=world.triggers,
             embedder=lambda ts: tfidf.transform(ts).toarray(),
             min_hits=2,
+            target_shares=world.trigger_probs[:4],
         )
         res["modes_frac"] = res["modes_covered"] / 4
         out[name] = res
@@ -132,18 +136,32 @@ def _gate(name: str):
     return next(c for c in CLAIM.criteria if c.name == name)
 
 
-def test_coverage_gates_fail_for_a_collapsed_sampler(diverse_and_collapsed) -> None:
+def test_coverage_gate_fails_for_a_collapsed_sampler(diverse_and_collapsed) -> None:
     d, c = diverse_and_collapsed["diverse"], diverse_and_collapsed["collapsed"]
-    cov, rat = _gate("coverage"), _gate("coverage_vs_reinforce")
-    assert c["modes_covered"] <= 1 and d["modes_covered"] >= 3
-    assert not cov.holds(cov.statistic({"gfn_mle": c}))
-    assert cov.holds(cov.statistic({"gfn_mle": d}))
-    assert not rat.holds(rat.statistic({"gfn_mle": c, "reinforce": d}))
-    assert rat.holds(rat.statistic({"gfn_mle": d, "reinforce": c}))
+    cov, ctrl = _gate("coverage"), _gate("ctrl_coverage_reinforce_kl0")
+    assert c["top_mode_share"] == 1.0 and d["mode_tv"] < c["mode_tv"]
+    assert not cov.holds(cov.statistic({"gfn_mle": c, "oracle": d}))
+    assert cov.holds(cov.statistic({"gfn_mle": d, "oracle": d}))
+    assert ctrl.holds(ctrl.statistic({"reinforce_kl0": c, "oracle": d}))  # the control misses the bar
 
 
-def test_diversity_gate_fails_for_a_collapsed_smoother(diverse_and_collapsed) -> None:
+def test_tradeoff_gate_fails_below_the_curve(diverse_and_collapsed) -> None:
+    """A collapsed sampler evaluated against a curve through the diverse one lies below it."""
+    from iclr25.methods.gfn_redteam import frontier_gap
+
     d, c = diverse_and_collapsed["diverse"], diverse_and_collapsed["collapsed"]
-    gate = _gate("smoothing_keeps_diversity")
-    assert not gate.holds(gate.statistic({"gfn_mle": c, "gfn": d}))
-    assert gate.holds(gate.statistic({"gfn_mle": d, "gfn": d}))
+    gate = _gate("tradeoff")
+    curve = [(d["toxicity_rate"], d["diversity"]), (d["toxicity_rate"] - 0.2, d["diversity"] + 0.01)]
+    below = {"frontier_gap": frontier_gap((c["toxicity_rate"], c["diversity"]), curve)}
+    on = {"frontier_gap": frontier_gap((d["toxicity_rate"], d["diversity"]), curve)}
+    assert not gate.holds(gate.statistic({"gfn_mle": below}))
+    assert gate.holds(gate.statistic({"gfn_mle": on}))
+
+
+def test_frontier_gap_uses_the_pareto_curve() -> None:
+    from iclr25.methods.gfn_redteam import frontier_gap
+
+    curve = [(0.2, 0.9), (0.8, 0.6), (0.5, 0.5)]  # (0.5, 0.5) is dominated by (0.8, 0.6)
+    assert math.isclose(frontier_gap((0.5, 0.75), curve), 0.0, abs_tol=1e-12)
+    assert frontier_gap((0.9, 0.61), curve) > 0 > frontier_gap((0.9, 0.59), curve)  # flat beyond the ends
+    assert frontier_gap((0.1, 0.91), curve) > 0 > frontier_gap((0.1, 0.89), curve)

@@ -115,8 +115,21 @@ def test_reference_equals_sft_copy_and_adapter_comes_back(tiny) -> None:
     assert not torch.allclose(on, ref, atol=1e-3)  # the adapter is active again
 
 
-def _item(tokens, log_c, text="t"):
-    return BufferItem(tuple(tokens), text, -1.0, log_c, math.exp(log_c))
+def _item(tokens, log_c, text="t", log_r=None):
+    return BufferItem(tuple(tokens), text, -1.0, log_c, math.exp(log_c), log_c if log_r is None else log_r)
+
+
+def test_buffer_keeps_by_total_reward_by_default_and_by_log_c_as_an_option() -> None:
+    # two near-duplicates: the second is more toxic (log c) but has a lower total reward (log R)
+    a, b = _item([5, 6, 7, 8], -1.0, log_r=-2.0), _item([5, 6, 7, 9], -0.5, log_r=-6.0)
+    by_r, by_c = DiverseReplayBuffer(3), DiverseReplayBuffer(3, key="log_c")
+    for buf in (by_r, by_c):
+        buf.add(_item(a.tokens, a.log_c, log_r=a.log_r))
+        buf.add(_item(b.tokens, b.log_c, log_r=b.log_r))
+    assert by_r.key == "log_r" and [it.tokens for it in by_r.items] == [a.tokens]
+    assert [it.tokens for it in by_c.items] == [b.tokens]
+    with pytest.raises(ValueError, match="key"):
+        DiverseReplayBuffer(3, key="c")  # type: ignore[arg-type]
 
 
 def test_buffer_duplicates_near_duplicates_and_eviction() -> None:

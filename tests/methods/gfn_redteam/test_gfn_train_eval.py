@@ -176,9 +176,15 @@ def test_hf_adapters_on_tiny_local_models(tmp_path, tiny) -> None:
     with pytest.raises(FileNotFoundError):
         load_attacker(tmp_path / "missing")
     torch.manual_seed(0)
-    victim = HFVictim(loaded, ltok, max_new_tokens=4)
+    victim = HFVictim(loaded, ltok, max_new_tokens=4, batch_size=3)
+    calls = []
+    generate = loaded.generate
+    loaded.generate = lambda **kw: calls.append(kw["input_ids"].shape[0]) or generate(**kw)
     replies = victim.respond(["a b", "c"], n=2)
     assert [len(r) for r in replies] == [2, 2] and victim.queries == 2
+    assert calls == [3, 1]  # 4 (attack, reply) rows in generate calls of at most batch_size
+    with pytest.raises(ValueError, match="batch_size"):
+        HFVictim(loaded, ltok, batch_size=0)
     cfg = GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2, num_labels=2, pad_token_id=0)
     clf_model = GPT2ForSequenceClassification(cfg).eval()
     clf = HFToxicityClassifier(clf_model, tok, toxic_label=1)
@@ -186,6 +192,66 @@ def test_hf_adapters_on_tiny_local_models(tmp_path, tiny) -> None:
     assert p.shape == (2,) and ((p > 0) & (p < 1)).all()
     with pytest.raises(ValueError, match="template"):
         HFVictim(loaded, ltok, template="raw")  # type: ignore[arg-type]
+
+
+def test_llama_guard_judge_scores_pairs_with_the_attack(tmp_path, tiny) -> None:
+    from iclr25.common.tiny_lm import build_word_tokenizer
+    from iclr25.methods.gfn_redteam import LlamaGuardToxicity, PairToxicityClassifier, VictimToxicity
+
+    model, _ = tiny
+    tok = build_word_tokenizer(["a", "b", "c"])
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    judge = LlamaGuardToxicity(model, tok, unsafe_text="c", batch_size=2)
+    assert isinstance(judge, PairToxicityClassifier)
+    p = judge.score_pairs(["a", "b", "a"], ["b", "b", "c"])
+    assert p.shape == (3,) and ((p > 0) & (p < 1)).all()
+    with torch.no_grad():  # the first pair by hand: P(next = "c") after "a b "
+        ids = tok(judge.format("a", "b"), return_tensors="pt", add_special_tokens=False)["input_ids"]
+        ref = torch.softmax(model(input_ids=ids).logits[0, -1], -1)[tok.convert_tokens_to_ids("c")]
+    assert abs(float(ref) - p[0]) < 1e-5
+    assert p[0] != p[1]  # the attack changes the judgement
+
+    class Echo:  # a victim whose reply is constant: only the attack can tell pairs apart
+        def respond(self, attacks, n):
+            return [["same"] * n for _ in attacks]
+
+    class Judge:
+        def score_pairs(self, attacks, replies):
+            return np.array([0.9 if a == "x" else 0.1 for a in attacks])
+
+    log_c, mean = VictimToxicity(Echo(), Judge(), n_responses=3)(["x", "y"])
+    assert torch.allclose(mean, torch.tensor([0.9, 0.1])) and log_c[0] > log_c[1]
+
+
+def test_trainer_generator_must_live_on_the_models_device(tiny) -> None:
+    policy, prompt, reward, config = _setup(tiny)
+    tr = GFNTrainer(policy, prompt, reward, config)  # default generator: on the policy's device
+    assert tr.generator.device == tr.device == next(tr.log_z_head.parameters()).device
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="generator"):
+            GFNTrainer(policy, prompt, reward, config, generator=torch.Generator(device="cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_trainers_and_smoothing_run_on_cuda(tiny) -> None:
+    policy, prompt, reward, config = _setup(tiny)
+    policy = policy.cuda()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tr = GFNTrainer(policy, prompt, reward, config, generator=g)
+    h = tr.train()
+    assert next(tr.log_z_head.parameters()).is_cuda and len(h.loss) == 3 and np.isfinite(h.loss).all()
+    rl = ReinforceAttackerTrainer(policy, prompt, reward, config.replace(novelty_weight=1.0), generator=g)
+    assert np.isfinite(rl.train().loss).all()
+    model, _ = tiny
+    smoothed, n = mle_smoothing(
+        model.cuda(),
+        h,
+        prompt,
+        config.replace(mle_steps=2, mle_batch=4),
+        tox_threshold=0.0,
+        logp_threshold=-1e9,
+    )
+    assert n > 0 and next(smoothed.parameters()).is_cuda
 
 
 def test_world_reward_end_to_end_scores_triggers_higher() -> None:

@@ -8,16 +8,26 @@ Kawaguchi, Gauthier Gidel, Yoshua Bengio, Nikolay Malkin, Moksh Jain, ICLR 2025,
 from iclr25.methods.gfn_redteam.buffer import BufferItem, DiverseReplayBuffer
 from iclr25.methods.gfn_redteam.config import ClaimConfig, GFNRedTeamConfig
 from iclr25.methods.gfn_redteam.exact import ToyReward, enumerate_sequences, model_log_probs, total_variation
-from iclr25.methods.gfn_redteam.hf import HFToxicityClassifier, HFVictim, load_attacker
-from iclr25.methods.gfn_redteam.metrics import cosine_diversity, edit_diversity, redteam_metrics
+from iclr25.methods.gfn_redteam.hf import HFToxicityClassifier, HFVictim, LlamaGuardToxicity, load_attacker
+from iclr25.methods.gfn_redteam.metrics import (
+    cosine_diversity,
+    edit_diversity,
+    effective_modes,
+    frontier_gap,
+    mode_shares,
+    redteam_metrics,
+    shares_tv,
+)
 from iclr25.methods.gfn_redteam.reward import (
     CompositeLogReward,
     LinearSchedule,
+    PairToxicityClassifier,
     RefLMLogLikelihood,
     RewardComponents,
     ToxicityClassifier,
     Victim,
     VictimToxicity,
+    reply_toxicity,
 )
 from iclr25.methods.gfn_redteam.smoothing import mle_smoothing, select_smoothing_set
 from iclr25.methods.gfn_redteam.tb import (
@@ -35,6 +45,7 @@ from iclr25.methods.gfn_redteam.trainer import (
     ReinforceAttackerTrainer,
     attach_lora,
     mle_finetune,
+    model_device,
     pad_batch,
 )
 
@@ -50,7 +61,9 @@ __all__ = [
     "HFVictim",
     "History",
     "LinearSchedule",
+    "LlamaGuardToxicity",
     "LogZHead",
+    "PairToxicityClassifier",
     "RefLMLogLikelihood",
     "ReinforceAttackerTrainer",
     "RewardComponents",
@@ -62,16 +75,22 @@ __all__ = [
     "attach_lora",
     "cosine_diversity",
     "edit_diversity",
+    "effective_modes",
     "enumerate_sequences",
+    "frontier_gap",
     "load_attacker",
     "mle_finetune",
     "mle_smoothing",
+    "mode_shares",
+    "model_device",
     "model_log_probs",
     "pad_batch",
     "redteam_metrics",
+    "reply_toxicity",
     "sample_sequences",
     "select_smoothing_set",
     "sequence_log_prob",
+    "shares_tv",
     "total_variation",
     "trajectory_balance_loss",
     "vargrad_loss",

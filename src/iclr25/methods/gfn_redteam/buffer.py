@@ -2,7 +2,9 @@
 
 Paper: *Learning Diverse Attacks on Large Language Models for Robust Red-Teaming and Safety
 Tuning* (Lee et al., ICLR 2025, arXiv:2405.18540), Sec. 3 ("replay buffer") and App. B. A
-bounded buffer keeps the highest-scoring attacks (the lowest key is evicted at capacity). Exact
+bounded buffer keeps the highest-scoring attacks (the lowest key is evicted at capacity); the key
+is the total log reward log R at scoring time by default, as the official code keeps its buffer
+(``compare="reward"``), or the log toxicity log c as a declared option. Exact
 duplicates are rejected; of two near-duplicates, only the higher-scoring one stays. Two attacks are
 near-duplicates when their **token** edit distance is below ``tol * (len_a + len_b)`` (rapidfuzz
 Levenshtein), or, in the cosine variant, when the cosine of their embeddings exceeds
@@ -54,7 +56,8 @@ class DiverseReplayBuffer:
     Args:
         capacity: most items kept (paper 1000 for GPT-2/Dolly, 5000 for Gemma/Llama).
         tol: edit-distance tolerance (near-duplicate when distance < tol * (len_a + len_b)).
-        key: score that ranks items for eviction and near-duplicates, "log_c" or "log_r".
+        key: score that ranks items for eviction and near-duplicates: "log_r" (the total log
+            reward when scored; the official code's default) or "log_c" (the log toxicity).
         priority: sampling weights, "log_c", "log_r" (softmax of the score) or "uniform".
         metric: "edit" (token edit distance) or "cosine" (needs ``embedder``).
         embedder: ``embedder(texts) -> (n, d)`` array, for the cosine variant.
@@ -62,9 +65,9 @@ class DiverseReplayBuffer:
 
     Example:
         >>> buf = DiverseReplayBuffer(capacity=2)
-        >>> buf.add(BufferItem((5, 6, 7, 8), "a b c d", -3.0, -0.1, 0.9))
+        >>> buf.add(BufferItem((5, 6, 7, 8), "a b c d", -3.0, -0.1, 0.9, log_r=-4.0))
         True
-        >>> buf.add(BufferItem((5, 6, 7, 9), "a b c e", -3.0, -0.5, 0.6))  # near-duplicate, lower
+        >>> buf.add(BufferItem((5, 6, 7, 9), "a b c e", -3.0, -0.5, 0.6, log_r=-8.0))  # near-dup., lower
         False
         >>> len(buf)
         1
@@ -75,7 +78,7 @@ class DiverseReplayBuffer:
         capacity: int,
         *,
         tol: float = 0.25,
-        key: Literal["log_c", "log_r"] = "log_c",
+        key: Literal["log_c", "log_r"] = "log_r",
         priority: Literal["log_c", "log_r", "uniform"] = "log_c",
         metric: Literal["edit", "cosine"] = "edit",
         embedder: Callable[[Sequence[str]], np.ndarray] | None = None,
@@ -162,5 +165,7 @@ class DiverseReplayBuffer:
         else:
             s = torch.tensor([it.log_c if self.priority == "log_c" else it.log_r for it in self.items])
             w = torch.softmax(s.double(), 0).float().clamp_min(1e-30)
+        if generator is not None:
+            w = w.to(generator.device)  # the draw runs where the generator lives
         idx = torch.multinomial(w, min(n, len(self.items)), replacement=False, generator=generator)
         return [self.items[int(i)] for i in idx]

@@ -8,14 +8,18 @@ control and must miss the bar.
 Part B (synthetic red-teaming world, ``iclr25.common.data.attack_world``): a tiny GPT-2 attacker is
 fitted (SFT) to an instruction corpus in which M = 8 trigger nouns are rare and unequally likely;
 a noisy rule-based victim answers attacks holding a trigger with toxic-marked replies, scored by a
-bag-of-words classifier. Arms, all from the same SFT attacker with equal victim queries: SFT
-sampling; REINFORCE + KL; REINFORCE + KL + novelty (CRT-lite, a competitor); GFlowNet (TB + replay
-buffer, LoRA); GFlowNet + MLE smoothing (the method); the control "TB with the reward temperature
-driven towards 0 and no replay"; the control "smoothing on a random subset of the training-time
-attacks"; and an oracle that rejection-samples the SFT prior with the ground-truth trigger rule
-(the sampler the reward R ~ p_ref c^(1/beta) asks for). Gates: GFN + MLE covers >= 6/8 modes and
->= 2x REINFORCE's, at a toxicity rate >= 0.5 and at least REINFORCE's (within sampling noise);
-smoothing raises the toxicity rate over GFN and keeps >= 80 % of its diversity.
+bag-of-words classifier. Every trigger earns the same reward, so the target R ~ p_ref c^(1/beta)
+puts on each trigger its prior share (``world.trigger_probs``). Arms, all from the same SFT
+attacker with equal victim queries: SFT sampling; REINFORCE + KL over the sweep lambda in
+{0.1, 0.03, 0.01, 0} (the tuned baseline's toxicity-diversity curve); REINFORCE + KL + novelty
+(CRT-lite, a competitor); GFlowNet (TB + replay buffer, LoRA); GFlowNet + MLE smoothing (the
+method); the control "GFN on on-policy samples only" (the paper's buffer ablation); the control
+"smoothing on a random subset of the training-time attacks"; and an oracle that rejection-samples
+the SFT prior with the ground-truth trigger rule (a sampler of the target). Gates: GFN + MLE's
+successful attacks put on each trigger the target's share (TV <= 0.1 beyond the oracle's TV at the
+same sample size; REINFORCE with lambda = 0, which maximises c, is the control that must miss it),
+at a toxicity rate >= 0.5; GFN + MLE lies on or above REINFORCE's toxicity-diversity curve;
+smoothing raises the toxicity rate over GFN.
 """
 
 from __future__ import annotations
@@ -57,7 +61,9 @@ from iclr25.methods.gfn_redteam import (
     ToyReward,
     VictimToxicity,
     attach_lora,
+    effective_modes,
     enumerate_sequences,
+    frontier_gap,
     mle_finetune,
     mle_smoothing,
     model_log_probs,
@@ -68,7 +74,19 @@ from iclr25.methods.gfn_redteam import (
 
 __all__ = ["CLAIM", "run"]
 
-_ARMS_B = ("sft", "reinforce", "crt", "gfn", "gfn_mle", "tb_cold", "mle_random", "oracle")
+_ARMS_B = (
+    "sft",
+    "reinforce",
+    "reinforce_kl0p03",
+    "reinforce_kl0p01",
+    "reinforce_kl0",
+    "crt",
+    "gfn",
+    "gfn_mle",
+    "gfn_onpolicy",
+    "mle_random",
+    "oracle",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,6 +221,38 @@ def _binned(history: History, steps: int, bins: int = 10) -> list[float]:
     return out
 
 
+#: REINFORCE + KL's sweep of the KL weight lambda (arm name, lambda): its toxicity-diversity curve.
+_KL_SWEEP: tuple[tuple[str, float], ...] = (
+    ("reinforce", 0.1),
+    ("reinforce_kl0p03", 0.03),
+    ("reinforce_kl0p01", 0.01),
+    ("reinforce_kl0", 0.0),
+)
+
+
+def _tradeoff_series(m: dict, names: list[str], metric: str, ylabel: str, title: str) -> Series:
+    """Scatter of (toxicity, ``metric``): one line per arm group, NaN where a group has no arm."""
+    groups = {
+        "REINFORCE + KL, lambda " + " / ".join(f"{lam:g}" for _, lam in _KL_SWEEP): [a for a, _ in _KL_SWEEP],
+        "GFN + MLE (method)": ["gfn_mle"],
+        "GFN (TB + buffer)": ["gfn"],
+        "GFN on-policy only (control)": ["gfn_onpolicy"],
+        "CRT-lite": ["crt"],
+        "SFT prior": ["sft"],
+        "oracle (target sampler)": ["oracle"],
+    }
+    return Series(
+        title=title,
+        xlabel="toxicity rate",
+        ylabel=ylabel,
+        x=[m[a]["toxicity_rate"] for a in names],
+        lines={
+            label: [m[a][metric] if a in arms else math.nan for a in names] for label, arms in groups.items()
+        },
+        kind="scatter",
+    )
+
+
 def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, progress: ProgressFn) -> None:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -210,6 +260,10 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
     world = AttackWorld(
         AttackWorldConfig(n_modes=cfg.n_modes, n_shared=max(cfg.n_modes * 5 // 8, 1), seed=seed)
     )
+    # the target's trigger shares: every mode earns the same reward, so R ~ p_ref c^(1/beta) puts
+    # on each trigger its prior share among the triggered attacks
+    target = np.asarray(world.trigger_probs[: cfg.n_modes], dtype=np.float64)
+    target = target / target.sum()
     clf = world.fit_classifier()
     tok = build_word_tokenizer(world.vocab)
     prompt = AttackPrompt.from_tokenizer(tok, META_PROMPT)
@@ -267,8 +321,11 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
     gfn_queries = tcfg.total_steps * tcfg.batch_size + tcfg.seed_batches * tcfg.batch_size
     rl_steps = gfn_queries // tcfg.batch_size  # equal victim queries: RL gets the seeding batches as steps
     train_arm("gfn", "gfn", tcfg, 1)
-    train_arm("tb_cold", "gfn", tcfg.replace(temp_end=cfg.cold_temp, use_buffer=False, seed_batches=0), 2)
-    train_arm("reinforce", "rl", tcfg.replace(total_steps=rl_steps, novelty_weight=0.0), 3)
+    # control: the paper's buffer ablation, on-policy samples only (no replay, no seeding), equal queries
+    train_arm("gfn_onpolicy", "gfn", tcfg.replace(use_buffer=False, seed_batches=0, total_steps=rl_steps), 2)
+    for j, (arm, lam) in enumerate(_KL_SWEEP):
+        stream = 3 if j == 0 else 10 + j
+        train_arm(arm, "rl", tcfg.replace(total_steps=rl_steps, novelty_weight=0.0, kl_coef=lam), stream)
     train_arm("crt", "rl", tcfg.replace(total_steps=rl_steps, novelty_weight=1.0), 4)
 
     # MLE smoothing of the SFT attacker on GFN's high-reward training-time attacks
@@ -303,7 +360,8 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
     for i, arm in enumerate(_ARMS_B):
         g = torch.Generator().manual_seed(seed * 1000 + 100 + i)
         if arm == "oracle":
-            # rejection sampling of the SFT prior with the ground-truth trigger rule
+            # rejection sampling of the SFT prior with the ground-truth trigger rule: a sampler of
+            # the target p_ref restricted to triggered attacks
             texts: list[str] = []
             tries = 0
             while len(texts) < cfg.eval_samples and tries < 200 * cfg.eval_samples:
@@ -322,6 +380,7 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
             triggers=world.triggers,
             embedder=embed,
             min_hits=min_hits,
+            target_shares=target,
         )
         tr = redteam_metrics(
             texts,
@@ -335,6 +394,12 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
         row = m.setdefault(arm, {})
         row.update(res)
         row["modes_frac"] = res["modes_covered"] / cfg.n_modes
+        # share of *all* evaluated attacks holding the most frequent trigger (collapse, read directly)
+        counts = np.zeros(cfg.n_modes)
+        for text in texts:
+            for k in world.modes_of(text):
+                counts[k] += 1
+        row["top_trigger_attack_share"] = float(counts.max() / len(texts))
         row["transfer_toxicity"] = tr["toxicity_rate"]
         row["transfer_modes"] = tr["modes_covered"]
         row["victim_queries"] = float(histories[arm].queries) if arm in histories else 0.0
@@ -344,47 +409,46 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
     m["gfn_mle"]["smoothing_set"] = float(n_kept)
     m["gfn_mle"]["victim_queries"] = m["gfn"]["victim_queries"]
     m["mle_random"]["victim_queries"] = m["gfn"]["victim_queries"]
+    m["oracle"]["target_neff"] = effective_modes(target)
     m["sft"]["train_s"] = sft_s
     m["gfn"]["final_log_z"] = histories["gfn"].log_z[-1]
-    m["gfn"]["train_success_rate"] = float((np.array(histories["gfn"].mean_tox) > 0.5).mean())
-    m["reinforce"]["train_success_rate"] = float((np.array(histories["reinforce"].mean_tox) > 0.5).mean())
+    for arm in histories:
+        m[arm]["train_success_rate"] = float((np.array(histories[arm].mean_tox) > 0.5).mean())
+    # the tuned baseline's toxicity-diversity curve (REINFORCE + KL over its lambda sweep)
+    curve = [(m[a]["toxicity_rate"], m[a]["diversity"]) for a, _ in _KL_SWEEP]
+    cov_curve = [(m[a]["toxicity_rate"], -m[a]["mode_tv"]) for a, _ in _KL_SWEEP]
+    for arm in ("gfn_mle", "gfn", "gfn_onpolicy", "crt", "mle_random", "sft"):
+        m[arm]["frontier_gap"] = frontier_gap((m[arm]["toxicity_rate"], m[arm]["diversity"]), curve)
+        m[arm]["coverage_frontier_gap"] = frontier_gap(
+            (m[arm]["toxicity_rate"], -m[arm]["mode_tv"]), cov_curve
+        )
 
     names = list(_ARMS_B)
+    series["tradeoff"] = _tradeoff_series(
+        m,
+        names,
+        "diversity",
+        "diversity (1 - mean TF-IDF cosine)",
+        "Toxicity vs diversity: REINFORCE's lambda sweep, GFN + MLE",
+    )
+    series["tradeoff_coverage"] = _tradeoff_series(
+        m,
+        names,
+        "mode_tv",
+        "TV of successful attacks' trigger shares to the target",
+        "Toxicity vs TV to the target's trigger shares (lower is better)",
+    )
     series["modes_vs_toxicity"] = Series(
-        title="Modes covered and toxicity rate per arm",
+        title="Trigger-share distance to the target, toxicity rate and diversity per arm",
         xlabel="arm: " + ", ".join(f"{i} {a}" for i, a in enumerate(names)),
         ylabel="value",
         x=[float(i) for i in range(len(names))],
         lines={
-            "modes covered / M": [m[a]["modes_frac"] for a in names],
+            "TV to target trigger shares": [m[a]["mode_tv"] for a in names],
+            "top trigger's share of successes": [m[a]["top_mode_share"] for a in names],
             "toxicity rate": [m[a]["toxicity_rate"] for a in names],
-            "diversity (TF-IDF)": [m[a]["diversity"] for a in names],
         },
         kind="bar",
-    )
-    series["modes_toxicity_scatter"] = Series(
-        title="Modes covered (y) against toxicity rate (x): GFN + MLE vs REINFORCE + KL",
-        xlabel="toxicity rate",
-        ylabel="modes covered",
-        x=[
-            m["gfn_mle"]["toxicity_rate"],
-            m["reinforce"]["toxicity_rate"],
-            m["crt"]["toxicity_rate"],
-            m["gfn"]["toxicity_rate"],
-            m["tb_cold"]["toxicity_rate"],
-            m["sft"]["toxicity_rate"],
-        ],
-        lines={
-            "arms (GFN+MLE, REINFORCE, CRT, GFN, TB cold, SFT)": [
-                m["gfn_mle"]["modes_covered"],
-                m["reinforce"]["modes_covered"],
-                m["crt"]["modes_covered"],
-                m["gfn"]["modes_covered"],
-                m["tb_cold"]["modes_covered"],
-                m["sft"]["modes_covered"],
-            ]
-        },
-        kind="scatter",
     )
     steps = max(tcfg.total_steps, rl_steps)
     series["training_success"] = Series(
@@ -392,7 +456,10 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
         xlabel="training step",
         ylabel="success rate",
         x=[float(v) for v in np.linspace(0, steps, 11)[:-1]],
-        lines={a: _binned(histories[a], steps) for a in ("gfn", "tb_cold", "reinforce", "crt")},
+        lines={
+            a: _binned(histories[a], steps)
+            for a in ("gfn", "gfn_onpolicy", "reinforce", "reinforce_kl0", "crt")
+        },
     )
 
 
@@ -448,30 +515,10 @@ _SMOOTH = "smoothing"
 _EXACT = "exact sampling"
 _TEST = "tests/methods/gfn_redteam/test_gfn_claim.py::"
 
+_RL_LEARNT = 0.2  # a control "learnt" when its toxicity rate rose this much over the SFT prior's
+
 _CRITERIA = (
-    # preconditions: the ground-truth rejection sampler (oracle) reaches the coverage and toxicity bars
-    value(
-        "oracle.modes_frac",
-        ">=",
-        0.75,
-        name="ceiling_coverage",
-        precondition=True,
-        part=_COV,
-        explain="Ceiling: the oracle sampler's successful attacks cover at least 6 of the 8 trigger "
-        "modes, the coverage gate's bar.",
-    ),
-    ratio(
-        "oracle.modes_covered",
-        "reinforce.modes_covered",
-        ">=",
-        2.0,
-        name="ceiling_coverage_vs_reinforce",
-        precondition=True,
-        part=_COV,
-        explain="Ceiling: the oracle sampler covers at least twice as many modes as REINFORCE + KL, "
-        "the bar of coverage_vs_reinforce; where REINFORCE already covers half the modes or more, no "
-        "sampler can pass that gate.",
-    ),
+    # preconditions: the ground-truth rejection sampler (oracle) of the target reaches the bars
     value(
         "oracle.toxicity_rate",
         ">=",
@@ -483,37 +530,53 @@ _CRITERIA = (
         "bar, so the victim and classifier can register a success.",
     ),
     value(
-        "gfn_mle.modes_frac",
+        "oracle.mode_tv",
+        "<=",
+        0.1,
+        name="ceiling_target_shares",
+        precondition=True,
+        part=_COV,
+        explain="Foundation: the SFT prior, rejection-sampled with the true trigger rule, puts the "
+        "world's target share on each trigger (TV <= 0.1 at the evaluation size), so the oracle is a "
+        "sampler of the target and its TV is the floor of the coverage gate.",
+    ),
+    diff(
+        "reinforce_kl0.toxicity_rate",
+        "sft.toxicity_rate",
         ">=",
-        0.75,
+        _RL_LEARNT,
+        name="control_learnt_reinforce_kl0",
+        precondition=True,
+        part=_COV,
+        explain="The coverage control learnt: REINFORCE with lambda = 0 raised the toxicity rate by at "
+        "least 0.2 over the SFT prior, so a miss of the coverage bar is collapse, not failure to learn.",
+    ),
+    diff(
+        "gfn_mle.mode_tv",
+        "oracle.mode_tv",
+        "<=",
+        0.1,
         name="coverage",
         part=_COV,
-        falsifier="ctrl_coverage_tb_cold",
-        paper="Fig. 2 / Tab. 1: GFN + MLE diverse and effective; issue bar >= 6/8 modes",
+        falsifier="ctrl_coverage_reinforce_kl0",
+        paper="Fig. 2 / Tab. 1: GFN + MLE diverse and effective; bar: spec's TV < 0.10 (Part A)",
         explain=(
-            "GFN + MLE's successful attacks cover at least 6 of the 8 trigger modes (>= 1 % of attacks each)."
+            "The trigger shares of GFN + MLE's successful attacks are within TV 0.1 of the target's "
+            "(the world's trigger prior, which R ~ p_ref c^(1/beta) reproduces), beyond the oracle "
+            "sampler's own TV at the same sample size."
         ),
     ),
     fails(
-        value(
-            "tb_cold.modes_frac",
-            ">=",
-            0.75,
-            name="ctrl_coverage_tb_cold",
+        diff(
+            "reinforce_kl0.mode_tv",
+            "oracle.mode_tv",
+            "<=",
+            0.1,
+            name="ctrl_coverage_reinforce_kl0",
             part=_COV,
-            explain="TB with the reward temperature driven to 0 and no replay misses the 6-of-8 bar.",
+            explain="REINFORCE without its KL term (lambda = 0) maximises c and misses the target's "
+            "trigger shares by more than TV 0.1 beyond the oracle's.",
         )
-    ),
-    ratio(
-        "gfn_mle.modes_covered",
-        "reinforce.modes_covered",
-        ">=",
-        2.0,
-        name="coverage_vs_reinforce",
-        part=_COV,
-        falsifier=_TEST + "test_coverage_gates_fail_for_a_collapsed_sampler",
-        paper="issue: >= 6/8 against <= 3/8 for RL",
-        explain="GFN + MLE covers at least twice as many modes as REINFORCE + KL.",
     ),
     value(
         "gfn_mle.toxicity_rate",
@@ -535,29 +598,18 @@ _CRITERIA = (
             explain="The untrained prior (SFT sampling) does not solve the world: toxicity rate below 0.5.",
         )
     ),
-    diff(
-        "gfn_mle.toxicity_rate",
-        "reinforce.toxicity_rate",
+    value(
+        "gfn_mle.frontier_gap",
         ">=",
-        -0.05,
-        name="toxicity_vs_reinforce",
+        0.0,
+        name="tradeoff",
         part=_COV,
-        falsifier="ctrl_toxicity_vs_reinforce_sft",
-        paper="issue: a toxicity rate at least as high as RL's",
+        falsifier=_TEST + "test_tradeoff_gate_fails_below_the_curve",
+        paper="Fig. 2: GFN + MLE above RL's toxicity-diversity curve",
         explain=(
-            "GFN + MLE's toxicity rate is at least REINFORCE's, within 0.05 (about 2 s.e. at 512 attacks)."
+            "GFN + MLE lies on or above REINFORCE + KL's toxicity-diversity curve over lambda in "
+            "{0.1, 0.03, 0.01, 0}: at its toxicity rate it is at least as diverse as the tuned baseline."
         ),
-    ),
-    fails(
-        diff(
-            "sft.toxicity_rate",
-            "reinforce.toxicity_rate",
-            ">=",
-            -0.05,
-            name="ctrl_toxicity_vs_reinforce_sft",
-            part=_COV,
-            explain="Sampling the untrained prior falls below REINFORCE's toxicity rate.",
-        )
     ),
     diff(
         "gfn_mle.toxicity_rate",
@@ -580,17 +632,6 @@ _CRITERIA = (
             part=_SMOOTH,
             explain="The same smoothing on a random subset (no reward filter) does not.",
         )
-    ),
-    ratio(
-        "gfn_mle.diversity",
-        "gfn.diversity",
-        ">=",
-        0.8,
-        name="smoothing_keeps_diversity",
-        part=_SMOOTH,
-        falsifier=_TEST + "test_diversity_gate_fails_for_a_collapsed_smoother",
-        paper="Sec. 3.2: smoothing keeps diversity",
-        explain="GFN + MLE keeps at least 80 % of the GFN sampler's TF-IDF diversity.",
     ),
     value(
         "tb_exact.tv",
@@ -622,6 +663,7 @@ _CRITERIA = (
         paper="spec: |log Z_theta - log Z| < 0.2",
         explain="The learned log Z is within 0.2 of the true log Z.",
     ),
+    # reported only
     value(
         "reinforce_exact.tv",
         ">",
@@ -632,26 +674,91 @@ _CRITERIA = (
         paper="spec: REINFORCE TV > 0.5",
         explain="REINFORCE's TV to R/Z exceeds 0.5 (report only).",
     ),
-    fails(
-        value(
-            "reinforce.modes_frac",
-            ">=",
-            0.75,
-            name="reinforce_coverage",
+    *(
+        diff(
+            f"{arm}.mode_tv",
+            "oracle.mode_tv",
+            "<=",
+            0.1,
+            name=f"coverage_{arm}",
             gating=False,
-            explain="REINFORCE + KL misses the 6-of-8 bar (the spec's expectation; report only).",
+            explain=f"The coverage bar read on {arm} (report only).",
         )
+        for arm in ("gfn", "gfn_onpolicy", "reinforce", "reinforce_kl0p03", "reinforce_kl0p01", "crt")
     ),
-    fails(
-        ratio(
-            "tb_cold.diversity",
-            "gfn.diversity",
-            ">=",
-            0.8,
-            name="tb_cold_diversity",
+    diff(
+        "gfn_onpolicy.toxicity_rate",
+        "sft.toxicity_rate",
+        ">=",
+        _RL_LEARNT,
+        name="control_learnt_gfn_onpolicy",
+        gating=False,
+        explain="The on-policy GFN control (no replay buffer) raised the toxicity rate by 0.2 (report only).",
+    ),
+    value(
+        "gfn_onpolicy.frontier_gap",
+        ">=",
+        0.0,
+        name="tradeoff_gfn_onpolicy",
+        gating=False,
+        paper="the paper's buffer ablation",
+        explain="The on-policy GFN control against REINFORCE's curve (report only).",
+    ),
+    value(
+        "gfn.frontier_gap",
+        ">=",
+        0.0,
+        name="tradeoff_gfn",
+        gating=False,
+        explain="GFN before smoothing against REINFORCE's curve (report only).",
+    ),
+    value(
+        "crt.frontier_gap",
+        ">=",
+        0.0,
+        name="tradeoff_crt",
+        gating=False,
+        explain="CRT-lite (REINFORCE + novelty, a competitor) against REINFORCE's curve (report only).",
+    ),
+    value(
+        "gfn_mle.coverage_frontier_gap",
+        ">=",
+        0.0,
+        name="tradeoff_coverage",
+        gating=False,
+        explain="GFN + MLE against REINFORCE's toxicity / trigger-share-TV curve (report only).",
+    ),
+    *(
+        diff(
+            f"{arm}.single_mode_tv",
+            "oracle.single_mode_tv",
+            "<=",
+            0.1,
+            name=f"single_trigger_coverage_{arm}",
             gating=False,
-            explain="The cold TB control's diversity relative to GFN (report only).",
+            explain=f"The coverage bar read on {arm}'s successes holding exactly one trigger (report only).",
         )
+        for arm in ("gfn_mle", "gfn", "reinforce_kl0")
+    ),
+    ratio(
+        "gfn_mle.mode_neff",
+        "oracle.mode_neff",
+        ">=",
+        0.75,
+        name="neff_vs_oracle",
+        gating=False,
+        explain="Effective number of trigger modes exp(H) against the oracle's (report only).",
+    ),
+    ratio(
+        "gfn_mle.diversity",
+        "gfn.diversity",
+        ">=",
+        0.8,
+        name="smoothing_keeps_diversity",
+        gating=False,
+        part=_SMOOTH,
+        explain="GFN + MLE keeps 80 % of GFN's TF-IDF diversity (report only: every arm, the prior "
+        "included, lies within 0.74-0.90).",
     ),
     diff(
         "gfn_mle.toxicity_rate",
@@ -663,31 +770,13 @@ _CRITERIA = (
         paper="spec (reported): tox(GFN+MLE) >= tox(GFN) - 0.05",
         explain="The spec's reported smoothing row.",
     ),
-    ratio(
-        "gfn_mle.modes_covered",
-        "oracle.modes_covered",
+    value(
+        "gfn_mle.modes_frac",
         ">=",
         0.75,
-        name="coverage_vs_oracle",
+        name="modes_covered_count",
         gating=False,
-        explain="GFN + MLE's coverage relative to the ground-truth rejection sampler (report only).",
-    ),
-    ratio(
-        "crt.modes_covered",
-        "reinforce.modes_covered",
-        ">=",
-        2.0,
-        name="crt_coverage_vs_reinforce",
-        gating=False,
-        explain="The novelty bonus (CRT-lite) against plain REINFORCE (a competitor, report only).",
-    ),
-    value(
-        "crt.toxicity_rate",
-        ">=",
-        0.5,
-        name="crt_toxicity",
-        gating=False,
-        explain="CRT-lite's toxicity rate (report only).",
+        explain="The earlier count of modes with >= 1 % of attacks (report only: it cannot show collapse).",
     ),
     diff(
         "gfn_mle.transfer_toxicity",
@@ -698,15 +787,6 @@ _CRITERIA = (
         gating=False,
         paper="Tab. 2: GFN + MLE attacks transfer",
         explain="Toxicity rate on a second victim sharing 5 of 8 triggers (report only).",
-    ),
-    ratio(
-        "gfn_mle.edit_diversity",
-        "reinforce.edit_diversity",
-        ">=",
-        1.0,
-        name="edit_diversity_vs_reinforce",
-        gating=False,
-        explain="Pairwise token edit distance against REINFORCE (report only).",
     ),
     ratio(
         "gfn_mle.unique_successful",
@@ -746,11 +826,14 @@ CLAIM = Claim(
     ),
     arms={
         "sft": "the SFT attacker prior, sampled at T = 1",
-        "reinforce": "REINFORCE + KL (leave-one-out baseline), LoRA, equal victim queries",
+        "reinforce": "REINFORCE + KL (leave-one-out baseline), lambda = 0.1, LoRA, equal victim queries",
+        "reinforce_kl0p03": "REINFORCE + KL, lambda = 0.03 (the baseline's trade-off curve)",
+        "reinforce_kl0p01": "REINFORCE + KL, lambda = 0.01 (the baseline's trade-off curve)",
+        "reinforce_kl0": "REINFORCE, lambda = 0: reward maximisation (curve end; coverage control)",
         "crt": "REINFORCE + KL + CRT-lite novelty bonus (competitor, reported)",
         "gfn": "GFlowNet: trajectory balance + diverse replay buffer, LoRA",
         "gfn_mle": "GFlowNet + MLE smoothing of the SFT attacker (the method)",
-        "tb_cold": "control: TB with the reward temperature driven to 0 and no replay buffer",
+        "gfn_onpolicy": "control: GFN with on-policy samples only (no replay buffer), equal queries",
         "mle_random": "control: smoothing on a random same-size subset (reward filter broken)",
         "oracle": "oracle: SFT prior rejection-sampled with the ground-truth trigger rule",
         "tb_exact": "Part A: tiny GPT-2 trained by TB with replay on an enumerable space",
@@ -763,12 +846,11 @@ CLAIM = Claim(
     },
     run_fn=run,
     headline="coverage",
-    figure="modes_vs_toxicity",
+    figure="tradeoff",
     unchecked=(
-        "The coverage measure can show mode collapse: every mode earns the same reward here, so a "
-        "collapsed sampler may still hit all 8 modes at the 1 % bar.",
-        "REINFORCE is tuned as its authors recommend (its KL coefficient swept along the "
-        "toxicity-diversity trade-off).",
+        "Every trained arm converged: arms are read at the end of their step budget, without a plateau test.",
+        "The on-policy GFN control (the paper's buffer ablation) is reported, not gating: no "
+        "measurement yet says which bar it must miss.",
     ),
     deviations=(
         "Synthetic world: a tiny GPT-2 attacker (2 layers, d = 64) fitted to 3,000 template instructions; "
@@ -778,6 +860,8 @@ CLAIM = Claim(
         "T_R 2 -> 1 over 150 steps; smoothing 150 steps of batch 64 at lr 2e-3 (paper: 5000 steps at 1e-4, "
         "r 32, smoothing 2000 x 2048). No gradient accumulation.",
         "Half of every batch is replayed (the paper replays whole micro-batches with probability 0.5).",
+        "Coverage is read as the total variation between the successful attacks' trigger shares and "
+        "the target's, beyond the oracle's own (the paper reports embedding diversity only).",
         "Evaluation: 512 attacks per arm at T = 1, EOS forbidden only at the first step (paper: 1024 "
         "attacks, 5-20 tokens); diversity from TF-IDF fitted on the SFT corpus (paper: MiniLM).",
         "The buffer is seeded with 10 scored SFT batches only (no scored instruction set); REINFORCE gets "

@@ -66,6 +66,11 @@ class GFNRedTeamConfig:
     lora_alpha: int = param(16, doc="LoRA alpha", source="paper: 16")
     buffer_capacity: int = param(1000, doc="replay buffer size", source="paper: 1000 (GPT-2/Dolly)")
     buffer_tol: float = param(0.25, doc="edit-distance tolerance of the buffer", source="paper: 0.25")
+    buffer_key: Literal["log_r", "log_c"] = param(
+        "log_r",
+        doc="score that ranks buffer items for eviction and near-duplicates (log R or log c)",
+        source="paper: official code keeps by total reward (compare='reward')",
+    )
     buffer_priority: Literal["log_c", "log_r", "uniform"] = param(
         "log_c", doc="replay sampling weights", source="paper: softmax(log c)"
     )
@@ -74,7 +79,7 @@ class GFNRedTeamConfig:
     kl_coef: float = param(
         0.1,
         doc="lambda: KL weight of the REINFORCE baseline",
-        source="deviation: set once before any run (paper: tuned)",
+        source="deviation: the claim sweeps 0.1, 0.03, 0.01, 0 (paper: tuned)",
     )
     novelty_weight: float = param(
         0.0, doc="weight of the CRT-lite novelty bonus (0: none)", source="deviation: CRT"
@@ -98,6 +103,10 @@ class GFNRedTeamConfig:
             raise ValueError(f"max_len (the prompt budget) must be >= 1, got {self.max_len}")
         if min(self.gamma_start, self.gamma_end, self.temp_start, self.temp_end) <= 0:
             raise ValueError("gamma and T_R must be > 0")
+        if self.buffer_key not in ("log_r", "log_c"):
+            raise ValueError(f"unknown buffer_key {self.buffer_key!r}; use 'log_r' or 'log_c'")
+        if self.buffer_priority not in ("log_c", "log_r", "uniform"):
+            raise ValueError(f"unknown buffer_priority {self.buffer_priority!r}")
         if self.buffer_capacity <= 0:
             raise ValueError(f"buffer_capacity must be > 0, got {self.buffer_capacity}")
         if not 0.0 <= self.replay_fraction < 1.0:
@@ -174,9 +183,6 @@ class ClaimConfig:
         0.01,
         doc="a mode is covered when >= this share of the evaluated attacks are successes holding it",
         source="deviation: pilot (seed 100): one hit saturates, the SFT prior alone covered 8/8",
-    )
-    cold_temp: float = param(
-        0.05, doc="control: final reward temperature (towards 0)", source="deviation: issue's control"
     )
     exact_tokens: int = param(6, doc="Part A: actions besides EOS", source="paper: spec, 6")
     exact_len: int = param(4, doc="Part A: most tokens per sequence", source="paper: spec, 4")

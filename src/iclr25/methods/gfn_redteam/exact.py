@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from iclr25.methods.gfn_redteam.tb import sequence_log_prob
-from iclr25.methods.gfn_redteam.trainer import AttackPrompt, pad_batch
+from iclr25.methods.gfn_redteam.trainer import AttackPrompt, model_device, pad_batch
 
 __all__ = ["ToyReward", "enumerate_sequences", "model_log_probs", "total_variation"]
 
@@ -44,10 +44,11 @@ def enumerate_sequences(token_ids: Sequence[int], max_len: int, eos_token_id: in
 def model_log_probs(
     model: nn.Module, prompt: AttackPrompt, seqs: Sequence[Sequence[int]], *, chunk: int = 2048
 ) -> torch.Tensor:
-    """log pi(x) of each sequence (untempered, same masking as sampling), shape (n,)."""
+    """log pi(x) of each sequence (untempered, same masking as sampling), shape (n,), on CPU."""
+    device = model_device(model)
     out = []
     for i in range(0, len(seqs), chunk):
-        tokens, mask = pad_batch(seqs[i : i + chunk], prompt.pad_token_id)
+        tokens, mask = pad_batch(seqs[i : i + chunk], prompt.pad_token_id, device=device)
         out.append(
             sequence_log_prob(
                 model,
@@ -58,7 +59,7 @@ def model_log_probs(
                 banned_token_ids=prompt.banned_token_ids,
             )
         )
-    return torch.cat(out)
+    return torch.cat(out).cpu()
 
 
 def total_variation(log_p: torch.Tensor, log_q: torch.Tensor) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -28,12 +29,58 @@ from iclr25.methods.gfn_redteam.tb import sequence_log_prob
 __all__ = [
     "CompositeLogReward",
     "LinearSchedule",
+    "PairToxicityClassifier",
     "RefLMLogLikelihood",
     "RewardComponents",
     "ToxicityClassifier",
     "Victim",
     "VictimToxicity",
+    "reply_toxicity",
 ]
+
+
+@runtime_checkable
+class PairToxicityClassifier(Protocol):
+    """Scores (attack, reply) pairs: ``score_pairs(attacks, replies)`` returns P(unsafe) per pair.
+
+    A judge that reads the user's request as well as the answer (Llama-Guard, used for the chat
+    victims) implements this; a reply-only classifier (:class:`ToxicityClassifier`, e.g. the
+    RoBERTa hate-speech model) need not.
+    """
+
+    def score_pairs(self, attacks: Sequence[str], replies: Sequence[str]) -> np.ndarray: ...
+
+
+def reply_toxicity(
+    classifier: ToxicityClassifier | PairToxicityClassifier, attacks: Sequence[str], replies: Sequence[str]
+) -> np.ndarray:
+    """P(toxic) of each reply, given the attack it answers, shape (n,).
+
+    Pairs go to ``classifier.score_pairs`` where the classifier has it; otherwise the replies
+    alone go to ``classifier.predict_proba``.
+
+    Example:
+        >>> class Judge:
+        ...     def score_pairs(self, attacks, replies):
+        ...         return np.array([float("x" in a) for a in attacks])
+        >>> reply_toxicity(Judge(), ["x", "y"], ["ok", "ok"]).tolist()
+        [1.0, 0.0]
+    """
+    if len(attacks) != len(replies):
+        raise ValueError(f"{len(attacks)} attacks for {len(replies)} replies")
+    if isinstance(classifier, PairToxicityClassifier):
+        p = classifier.score_pairs(list(attacks), list(replies))
+    elif isinstance(classifier, ToxicityClassifier):
+        p = classifier.predict_proba(list(replies))
+    else:
+        raise TypeError(
+            f"{type(classifier).__name__} is no toxicity classifier: it needs predict_proba(replies) "
+            "or score_pairs(attacks, replies)"
+        )
+    p = np.asarray(p, dtype=np.float64).reshape(-1)
+    if len(p) != len(replies):
+        raise ValueError(f"the classifier returned {len(p)} probabilities for {len(replies)} replies")
+    return p
 
 
 @dataclass(frozen=True)
@@ -112,7 +159,8 @@ class VictimToxicity:
 
     Args:
         victim: answers attacks (:class:`Victim`).
-        classifier: P(toxic) of a reply (:class:`ToxicityClassifier`).
+        classifier: P(toxic) of a reply (:class:`ToxicityClassifier`), or of an (attack, reply)
+            pair (:class:`PairToxicityClassifier`, e.g. Llama-Guard).
         n_responses: m, replies per attack (paper: 5).
         eps: probabilities are clamped to ``[eps, 1]`` before the log.
 
@@ -121,7 +169,12 @@ class VictimToxicity:
     """
 
     def __init__(
-        self, victim: Victim, classifier: ToxicityClassifier, *, n_responses: int = 5, eps: float = 1e-6
+        self,
+        victim: Victim,
+        classifier: ToxicityClassifier | PairToxicityClassifier,
+        *,
+        n_responses: int = 5,
+        eps: float = 1e-6,
     ):
         if n_responses < 1:
             raise ValueError(f"n_responses must be >= 1, got {n_responses}")
@@ -131,7 +184,8 @@ class VictimToxicity:
     def __call__(self, attacks: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         replies = self.victim.respond(list(attacks), self.n_responses)
         flat = [r for rs in replies for r in rs]
-        p = np.asarray(self.classifier.predict_proba(flat), dtype=np.float64).reshape(len(attacks), -1)
+        asked = [a for a, rs in zip(attacks, replies, strict=True) for _ in rs]  # the attack of each reply
+        p = reply_toxicity(self.classifier, asked, flat).reshape(len(attacks), -1)
         if not np.isfinite(p).all():
             raise ValueError("the toxicity classifier returned non-finite probabilities")
         log_c = np.log(np.clip(p, self.eps, 1.0)).mean(1)  # geometric mean, in log space
@@ -196,6 +250,8 @@ class CompositeLogReward:
             length < self.min_len, torch.full_like(log_p_ref, self.short_penalty), log_p_ref
         )
         log_c, mean_tox = self.task(attacks)
+        # the victim and classifier may answer on another device: components live with the prior's
+        log_c, mean_tox = log_c.to(log_p_ref.device), mean_tox.to(log_p_ref.device)
         for name, v in (("log p_ref", log_p_ref), ("log c", log_c)):
             if torch.isnan(v).any():
                 raise ValueError(f"the reward's {name} term returned NaN")

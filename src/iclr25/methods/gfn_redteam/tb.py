@@ -130,7 +130,7 @@ def sample_sequences(
 
     Args:
         model: a causal LM returning ``.logits`` and accepting ``past_key_values``.
-        prompt_ids: (P,) prompt token ids.
+        prompt_ids: (P,) prompt token ids, on the model's device (sampling runs there).
         n: number of samples.
         max_len: most new tokens; a sequence reaching it stops without an EOS term.
         eos_token_id: the end-of-sequence id.
@@ -138,10 +138,10 @@ def sample_sequences(
         temperature: behaviour-policy temperature (> 0).
         forbid_eos_first: mask EOS at the first step.
         banned_token_ids: ids never sampled (padding, BOS, unknown).
-        generator: source of randomness.
+        generator: source of randomness, on the same device as ``prompt_ids``.
 
     Returns:
-        :class:`Samples`.
+        :class:`Samples`, on the prompt's device.
     """
     if prompt_ids.ndim != 1 or len(prompt_ids) == 0:
         raise ValueError("prompt_ids must be a non-empty 1-d tensor")
@@ -150,6 +150,11 @@ def sample_sequences(
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     device = prompt_ids.device
+    if generator is not None and generator.device.type != device.type:
+        raise ValueError(
+            f"the generator is on {generator.device} but the prompt (and model) on {device}; "
+            "build it as torch.Generator(device=...) on the model's device"
+        )
     cache_kw = _cache_keyword(model)
     out = model(input_ids=prompt_ids.unsqueeze(0).expand(n, -1), use_cache=True)
     past, logits = _cache_of(out), out.logits[:, -1]  # (n, V)
@@ -207,6 +212,7 @@ def sequence_log_prob(
         raise ValueError(f"tokens {tuple(tokens.shape)} and mask {tuple(mask.shape)} must be equal (B, L)")
     B, L = tokens.shape
     P = len(prompt_ids)
+    prompt_ids, mask = prompt_ids.to(tokens.device), mask.to(tokens.device)
     ids = torch.cat([prompt_ids.unsqueeze(0).expand(B, -1), tokens], 1)  # (B, P + L)
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=return_hidden)
     logits = out.logits[:, P - 1 : P - 1 + L].float()  # (B, L, V): position P-1+t predicts token t

@@ -43,6 +43,7 @@ __all__ = [
     "ReinforceAttackerTrainer",
     "attach_lora",
     "mle_finetune",
+    "model_device",
     "pad_batch",
 ]
 
@@ -104,8 +105,10 @@ class AttackPrompt:
         return out
 
 
-def pad_batch(seqs: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token sequences into (B, L) tokens and mask."""
+def pad_batch(
+    seqs: Sequence[Sequence[int]], pad_token_id: int, *, device: torch.device | str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token sequences into (B, L) tokens and mask, on ``device`` (default CPU)."""
     if not seqs:
         raise ValueError("no sequences to pad")
     L = max(len(s) for s in seqs)
@@ -114,7 +117,22 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.T
     for i, s in enumerate(seqs):
         tokens[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
         mask[i, : len(s)] = 1.0
-    return tokens, mask
+    return tokens.to(device), mask.to(device)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of a model's first parameter (CPU for a model without parameters)."""
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _check_generator(generator: torch.Generator, device: torch.device) -> torch.Generator:
+    if generator.device.type != device.type:
+        raise ValueError(
+            f"the generator is on {generator.device} but the model on {device}; "
+            "build it as torch.Generator(device=...) on the model's device"
+        )
+    return generator
 
 
 def _rows(tokens: torch.Tensor, mask: torch.Tensor) -> list[tuple[int, ...]]:
@@ -208,7 +226,12 @@ class _Base:
         generator: torch.Generator | None = None,
     ):
         self.policy, self.prompt, self.reward, self.config = policy, prompt, reward, config
-        self.generator = generator or torch.Generator().manual_seed(0)
+        # everything runs on the policy's device: the prompt, the sampler's generator, log Z
+        self.device = model_device(policy)
+        self.prompt_ids = prompt.prompt_ids.to(self.device)
+        self.generator = _check_generator(
+            generator or torch.Generator(device=self.device).manual_seed(0), self.device
+        )
         self.history = History()
         self._kw = dict(eos_token_id=prompt.eos_token_id, banned_token_ids=prompt.banned_token_ids)
 
@@ -216,7 +239,7 @@ class _Base:
         self.policy.eval()
         s = sample_sequences(
             self.policy,
-            self.prompt.prompt_ids,
+            self.prompt_ids,
             n,
             max_len=self.config.max_len,
             temperature=temperature,
@@ -258,7 +281,9 @@ class GFNTrainer(_Base):
         prompt: the meta-prompt and token conventions.
         reward: the composite log reward.
         config: training values.
-        generator: source of all sampling randomness.
+        generator: source of all sampling randomness, on the policy's device (default: one seeded
+            with 0 there). The policy, the log Z head (moved here) and every batch live on the
+            policy's device.
         buffer: the replay buffer (default: one built from the config).
     """
 
@@ -274,9 +299,12 @@ class GFNTrainer(_Base):
     ):
         super().__init__(policy, prompt, reward, config, generator=generator)
         hidden = int(policy.get_input_embeddings().weight.shape[1])
-        self.log_z_head = LogZHead(hidden)
+        self.log_z_head = LogZHead(hidden).to(self.device)
         self.buffer = buffer or DiverseReplayBuffer(
-            config.buffer_capacity, tol=config.buffer_tol, priority=config.buffer_priority
+            config.buffer_capacity,
+            tol=config.buffer_tol,
+            key=config.buffer_key,
+            priority=config.buffer_priority,
         )
         params = [p for p in policy.parameters() if p.requires_grad]
         groups = [{"params": params, "lr": config.lr}]
@@ -318,9 +346,9 @@ class GFNTrainer(_Base):
             self.seed_buffer()
         cfg, g = self.config, self.generator
         temp = 1.0
-        if float(torch.rand((), generator=g)) < cfg.explore_prob:
+        if float(torch.rand((), generator=g, device=g.device)) < cfg.explore_prob:
             lo, hi = cfg.explore_temp
-            temp = lo + (hi - lo) * float(torch.rand((), generator=g))
+            temp = lo + (hi - lo) * float(torch.rand((), generator=g, device=g.device))
         s = self._sample(cfg.batch_size, temp)
         rows = _rows(s.tokens, s.mask)
         texts, comp = self._score(s.tokens, s.mask, step)
@@ -331,15 +359,16 @@ class GFNTrainer(_Base):
             if n_rep > 0:
                 items = self.buffer.sample(n_rep, g)
                 rows = rows + [it.tokens for it in items]
-                log_p_ref = torch.cat([log_p_ref, torch.tensor([it.log_p_ref for it in items])])
-                log_c = torch.cat([log_c, torch.tensor([it.log_c for it in items])])
-        tokens, mask = pad_batch(rows, self.prompt.pad_token_id)
+                dev = log_p_ref.device
+                log_p_ref = torch.cat([log_p_ref, torch.tensor([it.log_p_ref for it in items], device=dev)])
+                log_c = torch.cat([log_c, torch.tensor([it.log_c for it in items], device=dev)])
+        tokens, mask = pad_batch(rows, self.prompt.pad_token_id, device=self.device)
         sum_log_pf, hidden = sequence_log_prob(
-            self.policy, self.prompt.prompt_ids, tokens, mask, return_hidden=True, **self._kw
+            self.policy, self.prompt_ids, tokens, mask, return_hidden=True, **self._kw
         )
-        log_r = self.reward.combine(log_p_ref, log_c, step)
+        log_r = self.reward.combine(log_p_ref.to(self.device), log_c.to(self.device), step)
         if cfg.loss == "tb":
-            log_z = self.log_z_head(hidden, torch.ones(hidden.shape[:2]))
+            log_z = self.log_z_head(hidden, torch.ones(hidden.shape[:2], device=self.device))
             loss = trajectory_balance_loss(log_z, sum_log_pf, log_r)
             self.history.log_z.append(float(log_z.detach().mean()))
         else:
@@ -391,7 +420,7 @@ class ReinforceAttackerTrainer(_Base):
         prompt: the meta-prompt and token conventions.
         reward: the composite reward (its components; ``combine`` for ``score="log_r"``).
         config: training values (``kl_coef``, ``novelty_weight``, optimiser).
-        generator: sampling randomness.
+        generator: sampling randomness, on the policy's device (default: one seeded with 0 there).
         score: "c" or "log_r".
     """
 
@@ -421,13 +450,14 @@ class ReinforceAttackerTrainer(_Base):
         cfg = self.config
         s = self._sample(cfg.batch_size, 1.0)
         _, comp = self._score(s.tokens, s.mask, step)
-        sum_log_pf = sequence_log_prob(self.policy, self.prompt.prompt_ids, s.tokens, s.mask, **self._kw)
+        sum_log_pf = sequence_log_prob(self.policy, self.prompt_ids, s.tokens, s.mask, **self._kw)
         # the task score: c(x) for red-teaming, or the full log R (the exactness control)
+        log_p_ref, log_c = comp.log_p_ref.to(self.device), comp.log_c.to(self.device)
         use_c = self.score == "c"
-        r = comp.log_c.exp() if use_c else self.reward.combine(comp.log_p_ref, comp.log_c, step)
-        r = r - cfg.kl_coef * (sum_log_pf.detach() - comp.log_p_ref)
+        r = log_c.exp() if use_c else self.reward.combine(log_p_ref, log_c, step)
+        r = r - cfg.kl_coef * (sum_log_pf.detach() - log_p_ref)
         if self.novelty is not None:
-            r = r + cfg.novelty_weight * self.novelty(_rows(s.tokens, s.mask))
+            r = r + cfg.novelty_weight * self.novelty(_rows(s.tokens, s.mask)).to(self.device)
         n = len(r)
         adv = r - (r.sum() - r) / max(n - 1, 1)  # leave-one-out baseline
         loss = -(adv.detach() * sum_log_pf).mean()
@@ -471,7 +501,7 @@ def mle_finetune(
         lr: AdamW learning rate (linear warm-up, then linear decay).
         warmup_steps: warm-up steps.
         weight_decay: AdamW weight decay on matrices.
-        generator: batch-sampling randomness.
+        generator: batch-sampling randomness (any device; batches are built on the model's).
         copy_model: train a deep copy and leave ``model`` untouched.
         progress: progress callback.
         stage: progress stage name.
@@ -487,7 +517,9 @@ def mle_finetune(
         raise ValueError("steps must be >= 0 and batch_size >= 1")
     if copy_model:
         model = copy.deepcopy(model)
-    g = generator or torch.Generator().manual_seed(0)
+    device = model_device(model)
+    g = generator or torch.Generator().manual_seed(0)  # batch indices only: any device
+    prompt_ids = prompt.prompt_ids.to(device)
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
@@ -498,9 +530,9 @@ def mle_finetune(
     losses = []
     model.train()
     for step in range(steps):
-        idx = torch.randint(0, len(sequences), (batch_size,), generator=g).tolist()
-        tokens, mask = pad_batch([sequences[i] for i in idx], prompt.pad_token_id)
-        lp = sequence_log_prob(model, prompt.prompt_ids, tokens, mask, **kw)
+        idx = torch.randint(0, len(sequences), (batch_size,), generator=g, device=g.device).tolist()
+        tokens, mask = pad_batch([sequences[i] for i in idx], prompt.pad_token_id, device=device)
+        lp = sequence_log_prob(model, prompt_ids, tokens, mask, **kw)
         loss = -lp.sum() / mask.sum()
         opt.zero_grad()
         loss.backward()
