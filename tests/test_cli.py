@@ -224,6 +224,8 @@ def test_demo_writes_its_files_and_takes_an_input(fake_registry: dict, tmp_path:
         (["nosuch"], "nosuch"),
         (["fake", "missing.txt"], "does not exist"),
         (["fake", "__WAV__"], "expected a .txt file"),
+        (["fake", "--model-dir", "no-such-folder"], "is not a folder"),
+        (["fake", "--model-dir", "__DIR__"], "takes no --model-dir"),
     ],
 )
 def test_demo_bad_input_is_one_error_line(
@@ -231,6 +233,6 @@ def test_demo_bad_input_is_one_error_line(
 ) -> None:
     wav = tmp_path / "x.wav"
     wav.write_bytes(b"RIFF")
-    args = [str(wav) if a == "__WAV__" else a for a in args]
+    args = [{"__WAV__": str(wav), "__DIR__": str(tmp_path)}.get(a, a) for a in args]
     result = _invoke("demo", *args, "--out", str(tmp_path / "d"))
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output

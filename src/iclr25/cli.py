@@ -7,6 +7,7 @@ gets one ``error:`` line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -556,6 +557,10 @@ def demo(
     ] = None,
     out: Annotated[Path, typer.Option("--out", help="folder for the demo's files")] = Path("demo"),
     seed: Annotated[int, typer.Option("--seed", help="seed of the generated data and tiny models")] = 0,
+    model_dir: Annotated[
+        Path | None,
+        typer.Option("--model-dir", help="a folder of trained models to use instead of the shipped ones"),
+    ] = None,
 ) -> None:
     """Run a method's demo on generated data (or on your INPUT file) and write its files to --out."""
     try:
@@ -564,12 +569,19 @@ def demo(
         raise _fail(str(err)) from None
     if input is not None and not input.is_file():
         raise _fail(f"input file {str(input)!r} does not exist")
+    options = {}
+    if model_dir is not None:
+        if not model_dir.is_dir():
+            raise _fail(f"--model-dir {str(model_dir)!r} is not a folder")
+        if "model_dir" not in inspect.signature(fn).parameters:
+            raise _fail(f"demo {name} takes no --model-dir")
+        options["model_dir"] = model_dir
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise _fail(f"cannot write to --out {str(out)!r}: {err.strerror}") from None
     try:
-        written = fn(out, input=input, seed=seed)
+        written = fn(out, input=input, seed=seed, **options)
     except (ValueError, FileNotFoundError) as err:  # bad input or a missing program, named by the demo
         raise _fail(f"demo {name}: {err}") from None
     for path in written:
