@@ -290,7 +290,24 @@ REGISTRY: dict[str, Entry] = {
             claim="diffusion-written referring expressions are accurate, diverse and lift REC accuracy",
             extra="vie_dm",
             smoke_s=15.0,
-            full_s=240.0,
+            full_s=300.0,
+            artefacts=(
+                Artefact(
+                    method="vie_dm",
+                    name="text_diffusion",
+                    recipe="iclr25.methods.vie_dm.pretrain:pretrain_text_diffusion",
+                    about="VIE-DM's text side (embeddings + denoiser, null visual memory): DiffuSeq loss "
+                    "on unlimited grammar expressions",
+                    expected_s=900.0,
+                ),
+                Artefact(
+                    method="vie_dm",
+                    name="ar_text",
+                    recipe="iclr25.methods.vie_dm.pretrain:pretrain_ar_text",
+                    about="the AR speaker's text layers as a language model of unlimited grammar expressions",
+                    expected_s=500.0,
+                ),
+            ),
         ),
         Entry(
             name="rmp_sam",

@@ -12,7 +12,13 @@ from iclr25.methods.vie_dm.augment import (
     generate_for_targets,
     reassign_to_other_object,
 )
-from iclr25.methods.vie_dm.config import ClaimConfig, DiffusionConfig, ListenerConfig, VIEDMConfig
+from iclr25.methods.vie_dm.config import (
+    ClaimConfig,
+    DiffusionConfig,
+    ListenerConfig,
+    TextPretrainConfig,
+    VIEDMConfig,
+)
 from iclr25.methods.vie_dm.data import RefDataset, from_shapes_world, load_refer
 from iclr25.methods.vie_dm.denoiser import Denoiser, timestep_embedding
 from iclr25.methods.vie_dm.diffusion import (
@@ -25,8 +31,24 @@ from iclr25.methods.vie_dm.diffusion import (
     round_to_tokens,
 )
 from iclr25.methods.vie_dm.listener import Listener, listener_accuracy, train_listener
-from iclr25.methods.vie_dm.metrics import bleu, cider, distinct_n, oracle_accuracy, self_bleu
+from iclr25.methods.vie_dm.metrics import (
+    bleu,
+    cider,
+    distinct_n,
+    meteor,
+    meteor_available,
+    oracle_accuracy,
+    self_bleu,
+)
 from iclr25.methods.vie_dm.model import VIEDM, train_viedm
+from iclr25.methods.vie_dm.pretrain import (
+    AR_TEXT,
+    TEXT_DIFFUSION,
+    load_text_foundation,
+    pretrain_ar_text,
+    pretrain_text_diffusion,
+    text_model_config,
+)
 from iclr25.methods.vie_dm.tokenizer import ExpressionTokenizer, HFExpressionTokenizer
 from iclr25.methods.vie_dm.visual import (
     BoxEmbedding,
@@ -38,6 +60,8 @@ from iclr25.methods.vie_dm.visual import (
 from iclr25.methods.vie_dm.vtc import VisionTextCondition, VisualMemory, select_tokens
 
 __all__ = [
+    "AR_TEXT",
+    "TEXT_DIFFUSION",
     "VIEDM",
     "ARSpeaker",
     "BoxEmbedding",
@@ -52,6 +76,7 @@ __all__ = [
     "ListenerConfig",
     "LossAwareSampler",
     "RefDataset",
+    "TextPretrainConfig",
     "UniformSampler",
     "VIEDMConfig",
     "VisionTextCondition",
@@ -68,14 +93,20 @@ __all__ = [
     "generate_for_targets",
     "listener_accuracy",
     "load_refer",
+    "load_text_foundation",
     "make_betas",
+    "meteor",
+    "meteor_available",
     "oracle_accuracy",
+    "pretrain_ar_text",
     "pretrain_encoder",
+    "pretrain_text_diffusion",
     "reassign_to_other_object",
     "roi_features",
     "round_to_tokens",
     "select_tokens",
     "self_bleu",
+    "text_model_config",
     "timestep_embedding",
     "train_ar_speaker",
     "train_listener",

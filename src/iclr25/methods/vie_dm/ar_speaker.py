@@ -87,6 +87,21 @@ class ARSpeaker(nn.Module):
             h = layer(h, memory, tgt_mask=causal, tgt_is_causal=True)
         return self.head(self.norm(h))
 
+    def text_loss(self, token_ids: Tensor) -> Tensor:
+        """Teacher-forced cross-entropy under a null visual memory (one zero token): text-only
+        pretraining of the speaker as a language model of expressions."""
+        memory = self.embed.weight.new_zeros(len(token_ids), 1, self.config.d_model)
+        inputs = torch.cat([torch.full_like(token_ids[:, :1], self.bos_id), token_ids[:, :-1]], 1)
+        logits = self.logits(memory, inputs)
+        return F.cross_entropy(logits.transpose(1, 2), token_ids, ignore_index=self.pad_id)
+
+    def sample_text(self, n: int, *, generator: torch.Generator | None = None) -> Tensor:
+        """``n`` sampled id rows (n, L) under the null memory (temperature 1)."""
+        self.eval()
+        with torch.no_grad():
+            memory = self.embed.weight.new_zeros(n, 1, self.config.d_model)
+            return self._sample(memory, 1, 1.0, generator).reshape(n, -1)
+
     def loss(self, images: Tensor, boxes: Tensor, token_ids: Tensor, *, fmap: Tensor | None = None) -> Tensor:
         """Teacher-forced cross-entropy of ``token_ids`` (B, L) = words + eos + pads (pads ignored)."""
         memory = self.condition(images, boxes, fmap)
@@ -205,8 +220,12 @@ def train_ar_speaker(
     fmap: Tensor | None = None,
     progress: Callable[[int, int], None] | None = None,
     progress_every: int = 100,
+    on_block: Callable[[int, ARSpeaker], None] | None = None,
 ) -> list[float]:
-    """Train the speaker (AdamW, teacher forcing); returns the mean loss of each progress block."""
+    """Train the speaker (AdamW, teacher forcing); returns the mean loss of each progress block.
+
+    ``on_block(done, model)`` is called every ``progress_every`` steps (validation curves); the
+    model is put back in training mode afterwards."""
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
@@ -224,5 +243,8 @@ def train_ar_speaker(
             block = []
             if progress is not None:
                 progress(step + 1, steps)
+            if on_block is not None:
+                on_block(step + 1, model)
+                model.train()
     model.eval()
     return losses

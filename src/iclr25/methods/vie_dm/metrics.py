@@ -1,8 +1,9 @@
 """Metrics of generated referring expressions: oracle accuracy, CIDEr, BLEU, distinct-n, self-BLEU.
 
-CIDEr-D and BLEU come from ``pycocoevalcap`` (their pure-Python scorers; the Java PTB tokenizer,
-METEOR and SPICE are not used: inputs are already lower-cased, space-tokenised sentences) and
-self-BLEU from ``sacrebleu``. Oracle accuracy resolves each expression with the shapes world's
+CIDEr-D and BLEU come from ``pycocoevalcap`` (their pure-Python scorers; the Java PTB tokenizer
+and SPICE are not used: inputs are already lower-cased, space-tokenised sentences), METEOR from
+``pycocoevalcap``'s METEOR 1.5 jar (it needs a ``java`` program) and self-BLEU from
+``sacrebleu``. Oracle accuracy resolves each expression with the shapes world's
 oracle listener against the scene ground truth.
 
 References:
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["bleu", "cider", "distinct_n", "oracle_accuracy", "self_bleu"]
+__all__ = ["bleu", "cider", "distinct_n", "meteor", "meteor_available", "oracle_accuracy", "self_bleu"]
 
 
 def oracle_accuracy(
@@ -101,3 +102,50 @@ def bleu(gts: Mapping[Any, Sequence[str]], res: Mapping[Any, Sequence[str]], n: 
             {k: list(v) for k, v in gts.items()}, {k: list(v) for k, v in res.items()}
         )
     return float(scores[-1])
+
+
+def meteor_available() -> bool:
+    """Whether :func:`meteor` can run (a ``java`` program on the PATH)."""
+    import shutil
+
+    return shutil.which("java") is not None
+
+
+def meteor(
+    gts: Mapping[Any, Sequence[str]],
+    res: Mapping[Any, Sequence[str]] | Mapping[str, Mapping[Any, Sequence[str]]],
+) -> float | dict[str, float]:
+    """Corpus METEOR 1.5 (pycocoevalcap's jar, the paper's REG metric; 0-1) in the layout of
+    :func:`cider`.
+
+    Args:
+        gts: references ``{id: [sentences]}``.
+        res: candidates ``{id: [sentence]}``, or several candidate sets ``{name: {id: [sentence]}}``
+            scored by one METEOR process (its start-up loads the paraphrase table, seconds).
+
+    Returns:
+        The score, or ``{name: score}`` for several candidate sets.
+
+    Raises:
+        RuntimeError: no ``java`` program (Debian: ``apt-get install default-jre``).
+    """
+    if not meteor_available():
+        raise RuntimeError("METEOR needs Java: install a JRE (Debian: apt-get install default-jre)")
+    from pycocoevalcap.meteor.meteor import Meteor
+
+    several = bool(res) and all(isinstance(v, Mapping) for v in res.values())
+    sets: dict[Any, Mapping[Any, Sequence[str]]] = dict(res) if several else {None: res}  # type: ignore[arg-type]
+    for cand in sets.values():
+        _check(gts, cand)
+    refs = {k: list(v) for k, v in gts.items()}
+    scorer = Meteor()
+    try:
+        out = {
+            name: float(scorer.compute_score(refs, {k: list(v) for k, v in cand.items()})[0])
+            for name, cand in sets.items()
+        }
+    finally:
+        with scorer.lock:
+            scorer.meteor_p.kill()
+            scorer.meteor_p.communicate()  # closes its pipes
+    return out if several else out[None]

@@ -96,6 +96,28 @@ class VIEDM(nn.Module):
         target, context, pooled = cond
         return lambda x, t: self.denoiser(x, t, target, context, pooled)
 
+    def null_condition(self, batch: int) -> tuple[Tensor, Tensor, Tensor]:
+        """The condition of text-only pretraining: one zero memory token and no image tokens (and a
+        zero pooled prefix for the no-VTC layout), so the text side learns the language alone."""
+        w = self.embedding.weight
+        d = self.config.d_model
+        return w.new_zeros(batch, 1, d), w.new_zeros(batch, 0, d), w.new_zeros(batch, d)
+
+    def text_loss(self, token_ids: Tensor, *, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+        """The same importance-weighted DiffuSeq loss as :meth:`loss`, under :meth:`null_condition`
+        (text-only pretraining of the foundation)."""
+        if token_ids.shape[1] != self.config.seq_len:
+            raise ValueError(f"token_ids must have length L={self.config.seq_len}, got {token_ids.shape[1]}")
+        t, weight = self.sampler.sample(len(token_ids), generator=generator)
+        terms = self.diffusion.training_losses(
+            self._model_fn(self.null_condition(len(token_ids))), self.embedding.weight, token_ids, t,
+            generator=generator,
+        )  # fmt: skip
+        self.sampler.update(t, terms["loss"])
+        out = {k: v.mean().detach() for k, v in terms.items() if k != "loss"}
+        out["loss"] = (terms["loss"] * weight).mean()
+        return out
+
     def loss(
         self,
         images: Tensor,

@@ -85,6 +85,10 @@ class VisualMemory(nn.Module):
         self.roi_pos = nn.Parameter(torch.randn(roi_size * roi_size, dim) * 0.02)
         self.box = BoxEmbedding(dim)
         self.kind = nn.Parameter(torch.randn(2, dim) * 0.02)  # target vs context tokens
+        #: "similarity" (token selection) or "random": k tokens drawn uniformly, a control that keeps
+        #: the number of context tokens and drops what token selection chooses.
+        self.selection = "similarity"
+        self._random = torch.Generator().manual_seed(0)
 
     def features(self, images: Tensor) -> Tensor:
         """Encoder feature map (B, C, h, w); no gradient when frozen."""
@@ -108,7 +112,14 @@ class VisualMemory(nn.Module):
         if tokens.shape[1] != self.grid_pos.shape[0]:
             raise ValueError(f"expected {self.grid_pos.shape[0]} image tokens, got {tokens.shape[1]}")
         k = tokens.shape[1] if self.top_k is None else self.top_k
-        selected, index, _ = select_tokens(tokens, roi.mean(1), k)
+        if self.selection == "random":
+            B, N = tokens.shape[:2]
+            index = torch.rand(B, N, generator=self._random).argsort(1)[:, :k].to(tokens.device)  # (B, k)
+            selected = tokens.gather(1, index[..., None].expand(-1, -1, tokens.shape[-1]))
+        elif self.selection == "similarity":
+            selected, index, _ = select_tokens(tokens, roi.mean(1), k)
+        else:
+            raise ValueError(f"selection must be 'similarity' or 'random', got {self.selection!r}")
         ctx = self.token_proj(selected) + self.grid_pos[index] + self.kind[1]  # (B, k, dim)
         tgt = self.roi_proj(roi) + self.roi_pos + self.box(boxes, h, w)[:, None, :] + self.kind[0]
         pooled = tgt.mean(1) + (self.token_proj(tokens) + self.grid_pos).mean(1)
