@@ -42,6 +42,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, nargs="+", default=[300, 1200])
     ap.add_argument("--lr", type=float, nargs="+", default=[1e-3, 3e-3])
     ap.add_argument("--n-test", type=int, default=20)
+    ap.add_argument(
+        "--strategy", nargs="+", default=["sample", "greedy"], help="decodings to score (sample: T = 1)"
+    )
     ap.add_argument("--out", default=None, help="also write the rows as JSON here")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -104,23 +107,27 @@ def main() -> None:
                 generator=torch.Generator().manual_seed(52),
             )
             seconds = time.perf_counter() - t0
-            g = GenSE(tok, codec, None, s2s, chunk_samples=dc.clip_samples, strategy="greedy", vocab=vocab)
-            tk = g.tokens(x_te, clean_semantic=ref_sem)
-            with torch.no_grad():
-                wav = codec.decode(tk["acoustic"][..., None])[:, 0].numpy()
-            m = _score(wav, clean_te, phones, judge, vocab, proxy)
-            row = {
-                "steps": steps,
-                "lr": lr,
-                "train_s": round(seconds, 1),
-                "final_loss": round(curve[-1], 3),
-                "token_acc": round(float((tk["acoustic"] == ref_ac).float().mean()), 3),
-                "distinct_per_clip": float(np.mean([len(set(r.tolist())) for r in tk["acoustic"]])),
-                "stoi": round(float(m["stoi"]), 3),
-                "per": round(float(m["per"]), 3),
-            }
-            rows_out.append(row)
-            print(json.dumps(row), flush=True)
+            for strategy in args.strategy:
+                g = GenSE(
+                    tok, codec, None, s2s, chunk_samples=dc.clip_samples, strategy=strategy, vocab=vocab
+                )
+                tk = g.tokens(x_te, clean_semantic=ref_sem)
+                with torch.no_grad():
+                    wav = codec.decode(tk["acoustic"][..., None])[:, 0].numpy()
+                m = _score(wav, clean_te, phones, judge, vocab, proxy)
+                row = {
+                    "steps": steps,
+                    "lr": lr,
+                    "strategy": strategy,
+                    "train_s": round(seconds, 1),
+                    "final_loss": round(curve[-1], 3),
+                    "token_acc": round(float((tk["acoustic"] == ref_ac).float().mean()), 3),
+                    "distinct_per_clip": float(np.mean([len(set(r.tolist())) for r in tk["acoustic"]])),
+                    "stoi": round(float(m["stoi"]), 3),
+                    "per": round(float(m["per"]), 3),
+                }
+                rows_out.append(row)
+                print(json.dumps(row), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"reference": out, "rows": rows_out}, f, indent=1, default=float)

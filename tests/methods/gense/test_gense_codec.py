@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import shutil
+
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -14,6 +18,9 @@ from iclr25.methods.gense import (
     distinctness_loss,
     log_mel,
 )
+
+# tiny models: a second torch thread only spins on a busy machine
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = CodecConfig(hidden=8, blocks=1, latent_dim=8, group_codebook=4, top_n=3, top_k=2)
 
@@ -116,3 +123,50 @@ def test_codec_fits_one_clip() -> None:
     before = codec_mel_l1(codec, wav)
     train_codec(codec, wav, steps=150, generator=torch.Generator().manual_seed(0))  # about 2 s
     assert codec_mel_l1(codec, wav) < 0.5 * before
+
+
+def test_codec_training_resumes_bit_for_bit() -> None:
+    """A run stopped at a checkpoint and resumed ends where an uninterrupted run ends."""
+    from iclr25.methods.gense import train_codec
+
+    cfg = CodecConfig(hidden=8, blocks=1, latent_dim=8, group_codebook=8, top_n=4, top_k=2, batch_size=2,
+                      segment_seconds=0.04, restart_every=2)  # fmt: skip
+    wav = 0.1 * torch.randn(3, 1280, generator=torch.Generator().manual_seed(0))
+
+    def fresh() -> SimCodec:
+        torch.manual_seed(0)
+        return SimCodec(cfg)
+
+    straight, full = fresh(), []
+    train_codec(straight, wav, steps=6, generator=torch.Generator().manual_seed(1), step_losses=full)
+    saved: list[dict] = []
+    first, part = fresh(), []
+    train_codec(first, wav, steps=6, generator=torch.Generator().manual_seed(1), step_losses=part, stop=3,
+                checkpoint=lambda st: saved.append(copy.deepcopy(st)), checkpoint_every=3)  # fmt: skip
+    resumed, rest = fresh(), []
+    train_codec(resumed, wav, steps=6, generator=torch.Generator(), resume=saved[-1], step_losses=rest)
+    assert len(saved) == 1 and saved[0]["step"] == 3
+    assert part + rest == full
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_codec_recipe_replays_and_writes_the_artefact(tmp_path) -> None:
+    """The recipe on a toy size: a replay writes nothing; a full run writes the three files with
+    the quality bars recorded, and the folder loads."""
+    from iclr25._core.pretrained import read_training, require_artefact
+    from iclr25.methods.gense import CodecRecipe, DataConfig, load_codec, pretrain_codec
+
+    data = DataConfig(train_voices=("en-us+m1", "en-us+f1"), test_voices=("en-us+m3",), clip_seconds=0.96)
+    codec = CodecConfig(hidden=8, blocks=1, latent_dim=8, group_codebook=4, top_n=3, top_k=2, batch_size=2,
+                        stage1_steps=3, stage2_steps=2)  # fmt: skip
+    recipe = CodecRecipe(data=data, n_train=6, codec=codec, n_eval=2, checkpoint_every=2)
+    replay = pretrain_codec(tmp_path / "r", max_steps=4, recipe=recipe)
+    assert len(replay) == 4 and not (tmp_path / "r").exists()
+    losses = pretrain_codec(tmp_path / "a", recipe=recipe)
+    assert losses[:4] == replay and len(losses) == 5
+    record = read_training(require_artefact(tmp_path / "a"))
+    assert record["steps"] == 5 and set(record["bars_met"]) == {"copy_per", "ceiling_stoi_gain"}
+    assert {"copy_stoi", "noisy_stoi", "copy_per", "noisy_per"} <= set(record["quality"])
+    assert load_codec(tmp_path / "a").codebook_size == 6

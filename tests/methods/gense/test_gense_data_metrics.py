@@ -24,6 +24,9 @@ from iclr25.methods.gense import (
 )
 from iclr25.methods.gense import data as gdata
 
+# tiny models: a second torch thread only spins on a busy machine
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
 

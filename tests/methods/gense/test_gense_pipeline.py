@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +13,9 @@ import soundfile as sf
 import torch
 
 from iclr25.methods.gense import GenSE, HFSSLFeatures, SemanticTokenizer, enhance_wav
+
+# tiny models: a second torch thread only spins on a busy machine
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +71,44 @@ def test_enhance_wav_demo_on_a_generated_file(tiny: GenSE, tmp_path: Path) -> No
     y = enhance_wav(tmp_path / "in.wav", tmp_path / "out.wav", model_dir=tmp_path / "m")
     back, sr = sf.read(tmp_path / "out.wav")
     assert sr == 16000 and back.shape == (9000,) and len(y) == 9000
-    sf.write(tmp_path / "8k.wav", np.zeros(800, np.float32), 8000)
-    with pytest.raises(ValueError, match="16000 Hz"):
-        tiny.enhance_file(tmp_path / "8k.wav")
-    with pytest.raises(FileNotFoundError, match="model_dir"):
+    sf.write(tmp_path / "8k.wav", (0.05 * rng.standard_normal(4000)).astype(np.float32), 8000)
+    with pytest.warns(UserWarning, match="resampled"):
+        tiny.enhance_file(tmp_path / "8k.wav", tmp_path / "8k-out.wav")
+    assert (
+        sf.info(tmp_path / "8k-out.wav").samplerate == 8000
+        and sf.info(tmp_path / "8k-out.wav").frames == 4000
+    )
+    with pytest.raises(FileNotFoundError, match="save_pretrained"):
         enhance_wav(tmp_path / "in.wav", tmp_path / "o.wav", model_dir=tmp_path / "none")
+
+
+@pytest.mark.parametrize("rate", [8000, 16000, 22050, 44100])
+def test_enhance_keeps_length_rate_and_level_of_any_input(tiny: GenSE, rate: int) -> None:
+    rng = np.random.default_rng(rate)
+    x = (0.05 * rng.standard_normal(rate // 4)).astype(np.float32)
+    with pytest.warns(UserWarning, match="resampled") if rate != 16000 else contextlib.nullcontext():
+        y = tiny.enhance(x, rate)
+        y3 = tiny.enhance(3 * x, rate)
+    assert y.shape == x.shape and y.dtype == np.float32
+    # the input is brought to a working peak and the gain undone: 3x the input, 3x the output
+    np.testing.assert_allclose(y3, 3 * y, rtol=1e-4, atol=1e-6)
+
+
+def test_enhance_accepts_stereo_and_integer_pcm(tiny: GenSE) -> None:
+    rng = np.random.default_rng(0)
+    f = (0.1 * rng.standard_normal((2, 3200))).astype(np.float32)  # [C, N]
+    i16 = np.round(f.T * 32768).astype(np.int16)  # [N, C], the same signal as 16-bit PCM
+    u8 = np.round(f.T * 128 + 128).clip(0, 255).astype(np.uint8)  # 8-bit unsigned PCM
+    a, b, c = tiny.enhance(f, 16000), tiny.enhance(i16, 16000), tiny.enhance(u8, 16000)
+    assert a.shape == b.shape == c.shape == (3200,)
+    np.testing.assert_allclose(a, b, atol=2e-3)
+    assert np.corrcoef(a, c)[0, 1] > 0.9
+    with pytest.raises(TypeError, match="dtype"):
+        tiny.enhance(np.zeros(320, bool), 16000)
+    with pytest.raises(ValueError, match="sample_rate"):
+        tiny.enhance(f, 0)
+    with pytest.raises(ValueError, match="empty"):
+        tiny.enhance(np.zeros(0, np.float32), 16000)
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
@@ -84,7 +121,7 @@ def test_demo_enhances_a_generated_clip_or_the_users_file(tiny: GenSE, tmp_path:
     assert sf.info(enhanced).samplerate == 16000 and sf.info(enhanced).frames == sf.info(noisy).frames
     (mine,) = demo(tmp_path / "out2", input=noisy, model_dir=tmp_path / "m")
     assert mine.name == "noisy-enhanced.wav" and mine.parent.name == "out2"
-    with pytest.raises(FileNotFoundError, match="model_dir"):
+    with pytest.raises(FileNotFoundError, match="save_pretrained"):
         demo(tmp_path / "out3", input=noisy, model_dir=tmp_path / "none")
 
 

@@ -17,6 +17,9 @@ from iclr25.methods.gense import (
     decode,
 )
 
+# tiny models: a second torch thread only spins on a busy machine
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TINY = LMConfig(n_embd=16, n_layer=2, n_head=2, n_positions=64, gen_offset=40, dropout=0.0)
 
 

@@ -20,7 +20,14 @@ from iclr25.methods.gense.codec import (
     distinctness_loss,
     train_codec,
 )
-from iclr25.methods.gense.config import ClaimConfig, CodecConfig, DataConfig, LMConfig, TokenizerConfig
+from iclr25.methods.gense.config import (
+    ClaimConfig,
+    CodecConfig,
+    CodecRecipe,
+    DataConfig,
+    LMConfig,
+    TokenizerConfig,
+)
 from iclr25.methods.gense.data import (
     NOISE_TYPES,
     EspeakNotFoundError,
@@ -33,6 +40,14 @@ from iclr25.methods.gense.data import (
     mix_at_snr,
     random_text,
     synthesize,
+)
+from iclr25.methods.gense.foundations import (
+    CODEC_BARS,
+    CODEC_DIR,
+    codec_quality,
+    load_codec,
+    pretrain_codec,
+    save_codec,
 )
 from iclr25.methods.gense.lm import N2S, S2S, decode, gpt2_config, train_lm
 from iclr25.methods.gense.metrics import (
@@ -75,6 +90,8 @@ from iclr25.methods.gense.train import (
 
 __all__ = [
     "BOS",
+    "CODEC_BARS",
+    "CODEC_DIR",
     "EOS",
     "IGNORE",
     "N2S",
@@ -85,6 +102,7 @@ __all__ = [
     "BLSTMMask",
     "ClaimConfig",
     "CodecConfig",
+    "CodecRecipe",
     "DataConfig",
     "EspeakNotFoundError",
     "GenSE",
@@ -106,6 +124,7 @@ __all__ = [
     "build_s2s",
     "code_perplexity",
     "codec_mel_l1",
+    "codec_quality",
     "ctc_greedy_decode",
     "decode",
     "default_cache_dir",
@@ -115,6 +134,7 @@ __all__ = [
     "enhance_wav",
     "espeak_phonemes",
     "gpt2_config",
+    "load_codec",
     "load_or_train_codecs",
     "load_or_train_recognizer",
     "load_or_train_tokenizer",
@@ -128,8 +148,10 @@ __all__ = [
     "pesq_wb",
     "phone_error_rate",
     "phone_vocabulary",
+    "pretrain_codec",
     "random_text",
     "real_time_factor",
+    "save_codec",
     "si_sdr",
     "speech_key",
     "stoi",

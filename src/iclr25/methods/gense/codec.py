@@ -295,11 +295,35 @@ def train_codec(
     init_codebook: bool = True,
     restart_every: int | None = None,
     progress: Callable[[int, int], None] = lambda d, t: None,
+    resume: dict | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+    checkpoint_every: int = 500,
+    stop: int | None = None,
+    step_losses: list[float] | None = None,
 ) -> list[float]:
     """Train the codec on random crops of clips [n, N]: multi-resolution STFT (auraloss) + L1
     log-mel + the weighted VQ terms. No GAN at CPU scale. Every ``restart_every`` steps (default
     ``cfg.restart_every``; 0 disables) codes unused since the last restart are moved to random
-    latents of the current batch. Returns the loss every 20 steps."""
+    latents of the current batch.
+
+    Args:
+        codec: trained in place.
+        wavs: clean clips [n, N].
+        steps: total training steps.
+        generator: the crops and restarts (its state is part of a checkpoint).
+        init_codebook: initialise the codebook from random latents first (not on a resume).
+        restart_every: dead-code restart period (``None``: the config's).
+        progress: called as ``progress(done, steps)`` every 20 steps.
+        resume: a state written through ``checkpoint`` (model, optimiser, generator, step):
+            training continues from there, bit for bit as if never interrupted.
+        checkpoint: called with such a state every ``checkpoint_every`` steps.
+        checkpoint_every: the checkpoint period in steps.
+        stop: stop after this many steps (of ``steps``) without finishing.
+        step_losses: when given, every step's loss is appended to it.
+
+    Returns:
+        The loss every 20 steps (and at the last step run).
+    """
     import auraloss
 
     cfg = codec.cfg
@@ -320,15 +344,23 @@ def train_codec(
             [wavs[r, s : s + seg] for r, s in zip(rows.tolist(), starts.tolist(), strict=True)]
         )[:, None]
 
-    if init_codebook:
+    vq_mod = codec.quantizer
+    seen = torch.zeros(vq_mod.n_groups, vq_mod.codebook_size, dtype=torch.bool)
+    first = 0
+    if resume is not None:
+        codec.load_state_dict(resume["model"])
+        opt.load_state_dict(resume["optimizer"])
+        generator.set_state(resume["generator"])
+        seen = resume["seen"].clone()
+        first = int(resume["step"])
+    elif init_codebook:
         with torch.no_grad():
             codec.quantizer.init_from(codec.encoder(crops()), generator)
     curve: list[float] = []
     restart_every = cfg.restart_every if restart_every is None else restart_every
-    vq_mod = codec.quantizer
-    seen = torch.zeros(vq_mod.n_groups, vq_mod.codebook_size, dtype=torch.bool)
+    last = steps if stop is None else min(steps, stop)
     codec.train()
-    for step in range(steps):
+    for step in range(first, last):
         x = crops()  # [B, 1, seg]
         y, codes, vq = codec(x)
         seen |= torch.stack(
@@ -358,8 +390,20 @@ def train_codec(
                         pick = torch.randint(len(r), (len(dead),), generator=generator)
                         vq_mod.codebooks[g, dead] = r[pick, g]
             seen.zero_()
-        if step % 20 == 0 or step == steps - 1:
+        if step_losses is not None:
+            step_losses.append(float(loss.detach()))
+        if step % 20 == 0 or step == last - 1:
             curve.append(float(loss.detach()))
             progress(step + 1, steps)
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+            checkpoint(
+                {
+                    "step": step + 1,
+                    "model": codec.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "generator": generator.get_state(),
+                    "seen": seen.clone(),
+                }
+            )
     codec.eval()
     return curve

@@ -246,10 +246,19 @@ def train_lm(
     lr: float,
     generator: torch.Generator,
     progress: Callable[[int, int], None] = lambda d, t: None,
+    validate: Callable[[], dict[str, torch.Tensor]] | None = None,
+    val_losses: list[float] | None = None,
+    block: int = 25,
 ) -> list[float]:
     """Teacher-forced cross-entropy on the target segment (labels -100 elsewhere), AdamW with a
     cosine schedule. ``make_batch(idx)`` builds the sequences of training rows ``idx``.
-    Returns the mean loss of every block of 25 steps."""
+
+    With ``validate`` (a function returning held-out sequences) and ``val_losses`` (a list),
+    the held-out loss (eval mode, no gradient) is appended to ``val_losses`` after every block.
+
+    Returns:
+        The mean training loss of every block of ``block`` steps.
+    """
     opt = torch.optim.AdamW(lm.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     curve, acc = [], []
@@ -263,9 +272,14 @@ def train_lm(
         opt.step()
         sched.step()
         acc.append(float(loss.detach()))
-        if len(acc) == 25 or step == steps - 1:
+        if len(acc) == block or step == steps - 1:
             curve.append(sum(acc) / len(acc))
             acc = []
+            if validate is not None and val_losses is not None:
+                lm.eval()
+                with torch.no_grad():
+                    val_losses.append(float(lm.model(**validate()).loss))
+                lm.train()
             progress(step + 1, steps)
     lm.eval()
     return curve

@@ -3,11 +3,11 @@ phone error rate and real-time factor.
 
 Paper: *GenSE: Generative Speech Enhancement via Language Models using Hierarchical Modeling*,
 Yao et al., ICLR 2025 (arXiv 2502.02942), Sec. 4 (evaluation). WB-PESQ comes from ``pesq``,
-STOI/ESTOI from ``pystoi``, PER from ``jiwer`` over phone strings. The paper's SECS uses a WavLM
-speaker-verification model; here the proxy is the cosine of standardised MFCC statistics of the
-voiced frames (:class:`SpeakerProxy`), which separates the espeak-ng voices (tested). DNSMOS P.835
-(Reddy et al., arXiv 2110.01763) comes from the ``speechmos`` package, whose wheel carries the
-ONNX models, so it runs offline.
+STOI/ESTOI and SI-SDR from ``torchmetrics``, PER from ``jiwer`` over phone strings. The paper's
+SECS uses a WavLM speaker-verification model; here the proxy is the cosine of standardised MFCC
+statistics of the voiced frames (:class:`SpeakerProxy`), which separates the espeak-ng voices
+(tested). DNSMOS P.835 (Reddy et al., arXiv 2110.01763) comes from the ``speechmos`` package,
+whose wheel carries the ONNX models, so it runs offline.
 """
 
 from __future__ import annotations
@@ -44,18 +44,21 @@ def _pair(ref: np.ndarray, est: np.ndarray, sample_rate: int) -> tuple[np.ndarra
 
 def si_sdr(ref: np.ndarray, est: np.ndarray) -> float:
     """Scale-invariant SDR in dB: 10 log10(||a s||^2 / ||a s - e||^2), a = <e, s> / ||s||^2,
-    after removing the means.
+    after removing the means (``torchmetrics``).
 
     Example:
         >>> s = np.sin(np.arange(1000) / 7.0)
         >>> round(si_sdr(s, 3.0 * s + 0.01 * np.cos(np.arange(1000) / 3.0)), 1) > 40
         True
     """
+    import torch
+    from torchmetrics.functional.audio import scale_invariant_signal_distortion_ratio
+
     ref, est = _pair(ref, est, SAMPLE_RATE)
-    ref, est = ref - ref.mean(), est - est.mean()
-    a = np.dot(est, ref) / (np.dot(ref, ref) + 1e-12)
-    target = a * ref
-    return float(10 * np.log10(np.sum(target**2) / (np.sum((target - est) ** 2) + 1e-12) + 1e-12))
+    out = scale_invariant_signal_distortion_ratio(
+        torch.from_numpy(est), torch.from_numpy(ref), zero_mean=True
+    )
+    return float(out)
 
 
 def pesq_wb(ref: np.ndarray, est: np.ndarray, sample_rate: int = SAMPLE_RATE) -> float:
@@ -72,11 +75,15 @@ def pesq_wb(ref: np.ndarray, est: np.ndarray, sample_rate: int = SAMPLE_RATE) ->
 def stoi(
     ref: np.ndarray, est: np.ndarray, sample_rate: int = SAMPLE_RATE, *, extended: bool = False
 ) -> float:
-    """STOI (or ESTOI with ``extended=True``) via ``pystoi``."""
-    from pystoi import stoi as _stoi
+    """STOI (or ESTOI with ``extended=True``) via ``torchmetrics`` (which wraps ``pystoi``)."""
+    import torch
+    from torchmetrics.functional.audio import short_time_objective_intelligibility
 
     ref, est = _pair(ref, est, sample_rate)
-    return float(_stoi(ref, est, sample_rate, extended=extended))
+    out = short_time_objective_intelligibility(
+        torch.from_numpy(est), torch.from_numpy(ref), sample_rate, extended=extended
+    )
+    return float(out)
 
 
 def phone_error_rate(refs: Sequence[Sequence[str]], hyps: Sequence[Sequence[str]]) -> float:

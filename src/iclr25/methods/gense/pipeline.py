@@ -37,7 +37,8 @@ class GenSE:
         n2s: the noisy -> clean semantic LM (None: identity N2S, noisy tokens copied).
         s2s: the semantic -> acoustic LM.
         chunk_samples: longest segment processed at once (a multiple of 320).
-        strategy, temperature, top_k: decoding settings of both LMs.
+        strategy, temperature, top_k: decoding settings of both LMs (default: multinomial
+            sampling at T = 1, one sample per input, as the official code; "greedy" is an option).
         vocab: the recogniser's phone symbols (stored with the model).
 
     Example:
@@ -54,7 +55,7 @@ class GenSE:
         s2s: S2S,
         *,
         chunk_samples: int = 20480,
-        strategy: Literal["sample", "greedy", "top_k"] = "greedy",
+        strategy: Literal["sample", "greedy", "top_k"] = "sample",
         temperature: float = 1.0,
         top_k: int | None = None,
         vocab: list[str] | None = None,
@@ -144,23 +145,80 @@ class GenSE:
             out = out * keep
         return out
 
-    def enhance_file(
-        self, path: str | Path, out: str | Path | None = None, *, downmix: bool = False, seed: int = 0
-    ) -> np.ndarray:
-        """Enhance a 16 kHz WAV file; write it to ``out`` if given; return the samples.
+    def enhance(self, wav: np.ndarray | torch.Tensor, sample_rate: int, *, seed: int = 0) -> np.ndarray:
+        """Enhance a waveform of any sample rate, mono or stereo, integer or float.
+
+        The input is checked, mixed down to mono (channels on either axis of a 2-D array),
+        converted to float (integer PCM divided by its type's full scale), resampled to 16 kHz
+        with ``librosa`` where its rate differs (a :class:`UserWarning` says so), and scaled to
+        the training clips' working peak of 0.5. The enhanced 16 kHz signal is scaled back by
+        the inverse gain, resampled to the input's rate and cut or zero-padded to the input's
+        length, so the output has the input's length, rate and level (gain undone).
+
+        Args:
+            wav: [N] mono, or [N, C] / [C, N] multi-channel; float or integer PCM.
+            sample_rate: the input's rate in Hz.
+            seed: decoding seed (sampling at T = 1 draws one sample).
+
+        Returns:
+            float32 [N] at ``sample_rate``, in the input's float scale (integer input: full scale 1).
 
         Raises:
-            ValueError: another sample rate, multi-channel audio without ``downmix``, empty or NaN audio.
+            TypeError: an array of neither float nor integer type.
+            ValueError: a non-positive rate, empty, NaN / inf, or more than 2-D audio.
+
+        Example:
+            >>> g = GenSE.tiny_random(seed=0)
+            >>> x = (3000 * np.random.default_rng(0).standard_normal((8000, 2))).astype(np.int16)
+            >>> g.enhance(x, 8000).shape
+            (8000,)
+        """
+        x = wav.detach().cpu().numpy() if isinstance(wav, torch.Tensor) else np.asarray(wav)
+        if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
+            raise ValueError(f"sample_rate must be a positive integer (Hz), got {sample_rate!r}")
+        if np.issubdtype(x.dtype, np.integer):
+            info = np.iinfo(x.dtype)
+            half = (int(info.max) + 1) / 2
+            # full scale of the type: int16 -> 32768; unsigned PCM (8-bit WAV) is centred at half scale
+            x = (x.astype(np.float64) - half) / half if info.min == 0 else x.astype(np.float64) / (2 * half)
+        elif not np.issubdtype(x.dtype, np.floating):
+            raise TypeError(f"audio must be a float or integer array, got dtype {x.dtype}")
+        x = as_mono(x, downmix=True)
+        n_in = len(x)
+        if sample_rate != SAMPLE_RATE:
+            import warnings
+
+            import librosa
+
+            warnings.warn(
+                f"input at {sample_rate} Hz is resampled to {SAMPLE_RATE} Hz (librosa) and back",
+                UserWarning,
+                stacklevel=2,
+            )
+            x = librosa.resample(x, orig_sr=int(sample_rate), target_sr=SAMPLE_RATE).astype(np.float32)
+        peak = float(np.abs(x).max())
+        gain = 0.5 / peak if peak > 0 else 1.0  # the training clips' peak level
+        y = self.enhance_batch(torch.from_numpy(x * gain)[None], seed=seed)[0].numpy() / gain
+        if sample_rate != SAMPLE_RATE:
+            import librosa
+
+            y = librosa.resample(y, orig_sr=SAMPLE_RATE, target_sr=int(sample_rate))
+        y = np.pad(y[:n_in], (0, max(0, n_in - len(y))))
+        return y.astype(np.float32)
+
+    def enhance_file(self, path: str | Path, out: str | Path | None = None, *, seed: int = 0) -> np.ndarray:
+        """Enhance an audio file of any rate (mono or stereo, any PCM or float subtype) with
+        :meth:`enhance`; write it, at the input's rate and length, to ``out`` if given.
+
+        Returns:
+            The enhanced samples (float32, mono, the input's rate).
         """
         import soundfile as sf
 
         wav, sr = sf.read(str(path), dtype="float32", always_2d=False)
-        if sr != SAMPLE_RATE:
-            raise ValueError(f"{path}: expected {SAMPLE_RATE} Hz audio, got {sr} Hz (resample it first)")
-        x = as_mono(wav, downmix=downmix)
-        y = self.enhance_batch(torch.from_numpy(x)[None], seed=seed)[0].numpy()
+        y = self.enhance(wav, sr, seed=seed)
         if out is not None:
-            sf.write(str(out), y, SAMPLE_RATE)
+            sf.write(str(out), y, sr)
         return y
 
     # -------------------------------------------------------------------------------------------
@@ -276,24 +334,25 @@ class GenSE:
 
 
 def enhance_wav(in_path: str | Path, out_path: str | Path, model_dir: str | Path | None = None) -> np.ndarray:
-    """Enhance a noisy 16 kHz WAV file with a saved GenSE (the demo entry point).
+    """Enhance an audio file with a saved GenSE (the demo entry point), see :meth:`GenSE.enhance`.
 
     Args:
-        in_path: the noisy WAV (16 kHz; multi-channel files are averaged).
-        out_path: where to write the enhanced WAV.
-        model_dir: a :meth:`GenSE.save_pretrained` folder; default the models the last full claim
+        in_path: the noisy file (any rate, mono or stereo).
+        out_path: where to write the enhanced file (the input's rate and length).
+        model_dir: a :meth:`GenSE.save_pretrained` folder; default the pipeline the last full claim
             check saved under the cache directory (``<cache>/model``).
 
     Raises:
-        FileNotFoundError: no saved model (run ``iclr25 check gense --budget full`` first).
+        FileNotFoundError: no saved model; the message names the commands that make one.
     """
     d = Path(model_dir) if model_dir is not None else default_cache_dir() / "model"
     if not (d / "config.json").is_file():
         raise FileNotFoundError(
-            f"no trained GenSE models in {d}; run `iclr25 check gense --budget full` (it saves them there) "
-            "or pass model_dir"
+            f"no trained GenSE pipeline in {d}: the package ships the codec only; "
+            "`iclr25 check gense --budget full` trains the language models and saves seed 0's pipeline "
+            f"to {default_cache_dir() / 'model'}, or pass a folder written by GenSE.save_pretrained"
         )
-    return GenSE.from_pretrained(d).enhance_file(in_path, out_path, downmix=True)
+    return GenSE.from_pretrained(d).enhance_file(in_path, out_path)
 
 
 def demo(
@@ -310,13 +369,13 @@ def demo(
 
     Args:
         out_dir: folder for ``<stem>-enhanced.wav`` (and ``noisy.wav``); created if missing.
-        input: a noisy 16 kHz WAV file of the user's.
+        input: a noisy audio file of the user's (any rate, mono or stereo).
         seed: the generated sentence and noise.
         model_dir: as in :func:`enhance_wav`.
 
     Raises:
         FileNotFoundError: no saved models, or espeak-ng is missing.
-        ValueError: the input is not 16 kHz audio.
+        ValueError: the input is empty or not finite.
     """
     import soundfile as sf
 
