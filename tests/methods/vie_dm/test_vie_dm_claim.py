@@ -24,7 +24,7 @@ def test_smoke_covers_every_arm_and_is_finite(smoke_runs) -> None:
         assert {"val_best", "val_plateau_gap", "foundation"} <= set(run.metrics[arm])
         assert run.metrics[arm]["val_best"] >= run.metrics[arm]["val_final"]  # read at the best step
     assert 0.0 <= run.metrics["vie_dm"]["tokens_in_target"] <= 1.0
-    assert {"rec_accuracy", "rec_curves", "reg_loss", "generator_val"} <= set(run.series)
+    assert {"rec_accuracy", "rec_curves", "reg_loss", "generator_val", "ar_val"} <= set(run.series)
     assert any("vie_dm:" in n for n in run.notes)
     assert len(judge(CLAIM, "smoke", [run]).outcomes) == len(CLAIM.criteria)
 

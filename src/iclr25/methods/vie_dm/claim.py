@@ -431,8 +431,13 @@ def run(
             title="REC listener learning curves (test accuracy)", xlabel="optimiser step", ylabel="accuracy",
             x=curve_x, lines=rec_curves,
         ),
+        # the diffusion arms and the AR speaker train for different step budgets: one figure each
         "generator_val": curve_series(
-            "Generator validation curves (oracle accuracy on validation scenes)", readings,
+            "Diffusion generators' validation curves (oracle accuracy on validation scenes)",
+            {arm: r for arm, r in readings.items() if arm != "ar"}, ylabel="oracle accuracy",
+        ),
+        "ar_val": curve_series(
+            "AR speaker's validation curve (oracle accuracy on validation scenes)", {"ar": readings["ar"]},
             ylabel="oracle accuracy",
         ),
         "reg_loss": Series(

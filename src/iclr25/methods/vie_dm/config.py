@@ -294,7 +294,7 @@ class ClaimConfig:
     def smoke(cls) -> ClaimConfig:
         """A few seconds: every arm and metric, tiny sizes."""
         return cls(
-            n_pool=16, n_train=16, n_test=12, encoder_epochs=1, reg_steps=12, ar_steps=12, listener_steps=10,
+            n_pool=16, n_train=16, n_test=12, encoder_epochs=1, reg_steps=12, ar_steps=8, listener_steps=10,
             sampling_steps=5, n_quality=12, n_val=6, meteor=False, n_val_objects=8, eval_every=4,
         )  # fmt: skip
 
