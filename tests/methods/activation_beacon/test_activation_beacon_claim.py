@@ -67,6 +67,7 @@ def test_gates_and_their_falsifiers():
         "pre_full_acc",
         "pre_value_read_beyond_layer0",
         "beacon_converged",
+        "beacon_left_plateau",
     }
     for name in ("g4_recall_vs_full", "g4_recall_vs_streaming"):
         control = by_name[by_name[name].falsifier]

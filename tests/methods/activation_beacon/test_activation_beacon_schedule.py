@@ -46,7 +46,7 @@ def test_lr_schedule_is_the_trainer_linear_schedule():
 
 
 def test_mixed_lengths_cover_the_range_and_are_seeded():
-    cfg = ClaimConfig(beacon_steps=400)
+    cfg = ClaimConfig(beacon_steps=400, length_ramp=0.0)
     a, b = train_lengths(cfg, 0), train_lengths(cfg, 0)
     assert a == b and a != train_lengths(cfg, 1)
     assert set(a) == set(range(128, 513, 16))  # every multiple of w in [128, 512] is drawn
@@ -128,3 +128,24 @@ def test_kvpress_bad_inputs():
 def test_our_snapkv_runs_beside_the_adapter():
     lm = tiny("llama").eval()
     assert SnapKV(lm, budget=10, window=8)(ids(1, 40)).shape[1] == 40
+
+
+def test_length_ramp_grows_the_longest_row():
+    cfg = ClaimConfig(beacon_steps=1000, length_ramp=0.4)
+    lengths = train_lengths(cfg, 0)
+    assert lengths[0] == 128 and max(lengths[:100]) <= 128 + 384 * 100 / 400
+    assert all(n <= 128 + 384 * s / 400 for s, n in enumerate(lengths[:400]))
+    assert max(lengths[400:]) == 512 and min(lengths[400:]) == 128
+    with pytest.raises(ValueError, match="length_ramp"):
+        ClaimConfig(length_ramp=1.5)
+
+
+def test_plateau_escape_precondition_fails_on_a_stuck_run():
+    """The falsifier of beacon_left_plateau: a run that ends at ln 32 (guessing among the
+    values, the memory ignored) misses it; one that ends at 0.8 meets it."""
+    import math
+
+    c = {x.name: x for x in CLAIM.criteria}["beacon_left_plateau"]
+    assert c.precondition and c.convergence
+    assert not c.holds(c.statistic({"beacon": {"final_train_loss": math.log(32) - 0.02}}))
+    assert c.holds(c.statistic({"beacon": {"final_train_loss": 0.8}}))

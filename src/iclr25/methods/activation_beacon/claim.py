@@ -17,6 +17,7 @@ library's own passes and compared with the analytic formulas; they are reported 
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -73,6 +74,10 @@ MIN_DEEP_READ_DROP = 0.5
 #: Convergence: recall at α = 8, L = 512 moved at most this much over the last fifth of training
 #: (two recall points; fixed before any run of the mixed-length schedule).
 PLATEAU_EPS = 0.02
+#: Loss of a predictor that ignores the memory: the answer is one of the task's 32 values, each
+#: equally likely, so ln 32 nats. Beacons that carry the values must end below half of it (fixed
+#: from this derivation, before any run of the length ramp; the stuck seeds sat at 3.45-3.49).
+MEMORY_FREE_LOSS = math.log(PairTask().values[1] - PairTask().values[0])
 #: Expected seconds of one seed: full (600 steps) and long (3,500 steps), from ~0.29 s a
 #: mixed-length step plus ~95 s of evaluation.
 FULL_S = 270.0
@@ -100,14 +105,24 @@ def _report_every(total: int) -> int:
 
 
 def train_lengths(cfg: ClaimConfig, seed: int) -> list[int]:
-    """Row length of every training step: uniform over the multiples of w in [train_len_min, train_len].
+    """Row length of every training step, uniform over the multiples of w up to a growing cap.
 
-    One length per step (all rows of a batch alike), as the paper's training groups its
+    The cap starts at ``train_len_min`` and grows linearly to ``train_len`` over the first
+    ``length_ramp`` share of the steps, then every length in [train_len_min, train_len] is drawn
+    alike. One length per step (all rows of a batch alike), as the paper's training groups its
     mixed-length data by chunk count.
     """
     choices = list(range(cfg.train_len_min, cfg.train_len + 1, cfg.window))
+    ramp = cfg.length_ramp * cfg.beacon_steps
     g = torch.Generator().manual_seed(seed * 100003 + 7)
-    return [choices[i] for i in torch.randint(len(choices), (cfg.beacon_steps,), generator=g).tolist()]
+    u = torch.rand(cfg.beacon_steps, generator=g).tolist()
+    lengths = []
+    span = cfg.train_len - cfg.train_len_min
+    for step, r in enumerate(u):
+        cap = cfg.train_len if step >= ramp else cfg.train_len_min + span * step / ramp
+        allowed = [n for n in choices if n <= cap]
+        lengths.append(allowed[min(int(r * len(allowed)), len(allowed) - 1)])
+    return lengths
 
 
 def beacon_lr_factor(step: int, cfg: ClaimConfig) -> float:
@@ -675,6 +690,19 @@ CLAIM = Claim(
             "curve_every steps on fixed held-out rows) moved at most 0.02 over the last fifth of "
             "training, so the gates read a plateau.",
         ),
+        value(
+            "beacon.final_train_loss",
+            "<=",
+            MEMORY_FREE_LOSS / 2,
+            name="beacon_left_plateau",
+            precondition=True,
+            convergence=True,
+            falsifier="tests/methods/activation_beacon/test_activation_beacon_schedule.py::"
+            "test_plateau_escape_precondition_fails_on_a_stuck_run",
+            explain="Precondition: the beacons left the ignore-the-memory plateau: the training "
+            "loss on the answers (mean of the last 50 steps) ends at most half of ln 32, the loss "
+            "of guessing among the 32 values. A run stuck there is as flat as a finished one.",
+        ),
         diff(
             "beacon.acc_a2",
             "beacon.acc_a8",
@@ -710,7 +738,10 @@ CLAIM = Claim(
         "package data, instead of a 7B model; evaluation on that task, not LongBench/NIAH.",
         "L=512, w=16 (32 chunks; the spec asks w=64) so that the peak KV ratio at α=8 is 6.5.",
         "Beacons are trained on mixed-length rows (each step draws one length from the multiples "
-        "of 16 in 128..512, 8-32 chunks) holding 12 pairs, and scored on 512-token rows holding 4.",
+        "of 16 in 128..512, 8-32 chunks) holding 12 pairs, and scored on 512-token rows holding 4. "
+        "The longest row drawn grows from 128 to 512 tokens over the first 40% of the steps (a "
+        "length ramp): drawing every length from the first step left two seeds of three on the "
+        "ignore-the-memory plateau.",
         "Training follows the official recipe's trained set (beacon q, k, v; no o copy) and the HF "
         "Trainer's linear schedule with gradient-norm clip 1.0, but with a 100-step warm-up, a peak "
         "rate of 3e-3 (tiny model) and 600 steps in full (3,500 in long), not the paper's ~2B tokens.",

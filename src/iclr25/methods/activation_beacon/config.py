@@ -122,6 +122,13 @@ class ClaimConfig:
     train_len_min: int = param(
         128, doc="shortest beacon training row", source="deviation: 128-512 tokens at CPU scale"
     )
+    length_ramp: float = param(
+        0.4,
+        doc="share of beacon_steps over which the longest drawn row grows linearly from "
+        "train_len_min to train_len (0 = the whole range from the first step)",
+        source="deviation: with the whole range from step 0, two seeds of three stayed on the "
+        "ignore-the-memory plateau for 3,500 steps (README Diagnosis)",
+    )
     n_pairs: int = param(4, doc="key→value pairs per scored row", source="deviation: toy task")
     train_pairs: int = param(
         12,
@@ -214,6 +221,8 @@ class ClaimConfig:
                     f"{name} must be a multiple of window={self.window} with >= 3 chunks, "
                     f"got {getattr(self, name)}"
                 )
+        if not 0.0 <= self.length_ramp <= 1.0:
+            raise ValueError(f"length_ramp must be in [0, 1], got {self.length_ramp}")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be non-negative, got {self.warmup_steps}")
         if self.beacon_steps < 0:
