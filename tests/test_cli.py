@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from iclr25.cli import app
@@ -108,6 +109,11 @@ def test_parallel_jobs_match_serial(fake_registry: dict, tmp_path: Path) -> None
         (["check", "fake", "--set", "n=ten"], "expected an integer"),
         (["check", "fake", "--set", "n"], "--set expects key=value"),
         (["check", "fake", "--device", "tpu"], "--device must be cpu, cuda or auto"),
+        (
+            ["check", "fake", "--preset", "paper"],
+            "fake: --preset paper: no preset 'paper'; this config offers: none",
+        ),
+        (["check", "fake", "fake_broken", "--preset", "paper"], "name exactly one method"),
         (["check"], "name at least one method"),
         (["describe", "nope"], "unknown method"),
         (["check", "fake_extra"], "pip install 'iclr25[fakeextra]'"),
@@ -120,6 +126,13 @@ def test_bad_input_gets_one_error_line(fake_registry: dict, args: list[str], mes
     assert "Traceback" not in result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_cuda_on_a_machine_without_one_is_one_line(fake_registry: dict) -> None:
+    result = runner.invoke(app, ["check", "fake", "--device", "cuda"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: --device cuda was asked for, but no CUDA device is available"
 
 
 def test_unwritable_out_is_refused(fake_registry: dict, tmp_path: Path) -> None:

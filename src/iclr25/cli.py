@@ -84,8 +84,9 @@ def list_methods() -> None:
 
 @app.command()
 def describe(name: Annotated[str, typer.Argument(help="method name (see `iclr25 list`)")]) -> None:
-    """Show a method's claim, criteria, config defaults with their sources, and deviations."""
+    """Show a method's claim, criteria, config defaults with their sources, presets and deviations."""
     from iclr25._core.config import config_rows
+    from iclr25.presets import presets
 
     try:
         get_entry(name)
@@ -132,6 +133,11 @@ def describe(name: Annotated[str, typer.Argument(help="method name (see `iclr25 
         sm = smoke.get(key, val)
         cfg.add_row(key, repr(val), "" if sm == val else repr(sm), doc, src)
     _out.print(cfg)
+    offered = presets(full.config)
+    if offered:
+        _out.print("[bold]Paper presets[/bold] (`iclr25 check NAME --preset P`; the fields each replaces):")
+        for p_name, fields in offered.items():
+            _out.print(f"  - {p_name}: {', '.join(f or 'the whole config' for f in fields)}", highlight=False)
     budgets = ", ".join(
         f"{b.name}: {b.seeds} seed(s), ~{b.seconds:.0f} s/seed" + (" (report-only)" if b.report_only else "")
         for b in claim.budgets.values()
@@ -161,6 +167,19 @@ def _parse_sets(sets: list[str]) -> dict[str, str]:
             raise _fail(f"--set expects key=value, got {item!r}")
         out[key.strip()] = val.strip()
     return out
+
+
+def _with_preset(claims, budget: str, preset: str, overrides: dict[str, str]) -> dict[str, str]:
+    """The ``--set`` overrides of a paper preset, with the user's own ``--set`` on top."""
+    from iclr25._core.config import ConfigError
+    from iclr25.presets import preset_overrides
+
+    if len(claims) != 1:
+        raise _fail("--preset applies to one method's config; name exactly one method")
+    try:
+        return {**preset_overrides(claims[0].config(budget), preset), **overrides}
+    except ConfigError as err:
+        raise _fail(f"{claims[0].name}: --preset {preset}: {err}") from None
 
 
 def _prepare_out(out: Path | None, budget: str) -> Path:
@@ -234,6 +253,12 @@ def check(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="override a config field: key=value")
     ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            help="a paper preset of the config (see `iclr25 describe NAME`); same as --set preset=…"
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="report folder (default: reports/<time>-<budget>)")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
     jobs: Annotated[int, typer.Option(help="parallel worker processes")] = 1,
@@ -266,6 +291,8 @@ def check(
     chosen = _budget_claims(chosen, budget, all_)
     overrides = _parse_sets(set_ or [])
     claims = [_load(name) for name in chosen]
+    if preset is not None:
+        overrides = _with_preset(claims, budget, preset, overrides)
     for claim in claims:
         try:
             claim.config(budget, overrides)
