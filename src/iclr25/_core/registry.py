@@ -153,7 +153,18 @@ REGISTRY: dict[str, Entry] = {
             claim="structure->low-rank Potts on MSAs: covariances, diversity, fast sampling",
             extra="invmsafold",
             smoke_s=20.0,
-            full_s=270.0,
+            full_s=300.0,
+            artefacts=(
+                Artefact(
+                    method="invmsafold",
+                    name="ifar",
+                    recipe="iclr25.methods.invmsafold.foundation:pretrain_ifar",
+                    about="IF-AR inverse-folding transformer (ESM-IF1 stand-in) on the natives of 931 "
+                    "5x5 lattice folds",
+                    expected_s=300.0,
+                    replay_steps=20,
+                ),
+            ),
         ),
         Entry(
             name="activation_beacon",

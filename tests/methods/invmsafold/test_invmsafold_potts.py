@@ -161,6 +161,34 @@ def test_gibbs_stationary_law_matches_boltzmann() -> None:
     assert 0.5 * float((emp - target).abs().sum()) < 0.02
 
 
+@pytest.mark.parametrize(
+    ("n", "chains", "sweeps", "burn_in", "thin", "total"),
+    [(4, None, 30, 20, 1, 30), (6, 2, 3, 1, 2, 6), (5, 5, 2, 4, 1, 5)],
+)
+def test_gibbs_stops_after_the_last_read(monkeypatch, n, chains, sweeps, burn_in, thin, total) -> None:
+    """``total = max(sweeps, burn_in + (reads - 1) thin + 1)`` sweeps and no more; the last read is
+    the chains' final state."""
+    from iclr25.methods.invmsafold import potts
+
+    calls: list[torch.Tensor] = []
+    draw = potts._categorical
+
+    def counted(logits: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        out = draw(logits, g)
+        calls.append(out)
+        return out
+
+    monkeypatch.setattr(potts, "_categorical", counted)
+    V, h = _random(2, 4, 3, seed=5)
+    p = PottsParams(h[0].float(), V[0].float(), "ABC")
+    s = p.sample_gibbs(n, sweeps=sweeps, burn_in=burn_in, thin=thin, chains=chains, seed=0)
+    assert len(calls) == total * p.length  # one draw per site per sweep
+    last = torch.stack(calls[-p.length :], 1)  # the final sweep's state of every chain
+    n_chains = n if chains is None else chains
+    reads = -(-n // n_chains)
+    assert torch.equal(s[(reads - 1) * n_chains :], last[: n - (reads - 1) * n_chains])
+
+
 def test_temperature_flattens_ar_samples() -> None:
     V, h = _random(2, 5, 4, seed=12)
     m = ARPotts(3 * h[0].float(), V[0].float(), "ABCD")

@@ -20,6 +20,7 @@ from .data import (
 )
 from .decoder import InvMSAFold
 from .encoders import ESMIF1Encoder, LatticeEncoder, PrecomputedEmbeddings, StructureEncoder
+from .foundation import IFARRecipe, fold_split, load_ifar, pretrain_ifar
 from .lattice import (
     MJ_ORDER,
     MJ_TABLE,
@@ -67,6 +68,7 @@ __all__ = [
     "ClaimConfig",
     "DecoderConfig",
     "ESMIF1Encoder",
+    "IFARRecipe",
     "InvMSAFold",
     "LatticeConfig",
     "LatticeEncoder",
@@ -88,14 +90,17 @@ __all__ = [
     "decode",
     "encode",
     "enumerate_compact_walks",
+    "fold_split",
     "hamming_to",
     "invmsafold_loss",
+    "load_ifar",
     "lowrank_energy",
     "mean_pairwise_hamming",
     "mj_matrix",
     "nearest_row_distance",
     "pad_batch",
     "pca_kl",
+    "pretrain_ifar",
     "pseudo_log_likelihood",
     "pw_frobenius_sq",
     "read_a3m",

@@ -1,14 +1,16 @@
 """Claim check of InvMSAFold on an exactly solvable lattice-protein world.
 
 Structure → low-rank Potts model trained on MSAs (InvMSAFold-AR / -PW) against a one-to-one
-autoregressive inverse-folding transformer (IF-AR, ESM-IF1 stand-in): covariance correlation with
-held-out natural rows, fold success, PCA-KL; Hamming diversity and sampling cost per sequence are
-reported. Controls: an independent-site model, untrained couplings, and InvMSAFold trained on
-natives only.
+autoregressive inverse-folding transformer (IF-AR, the shipped ESM-IF1 stand-in), judged on
+structures whose contact map no model trained on: covariance correlation with the natural MSA,
+fold success, PCA-KL; Hamming diversity and sampling cost per sequence are reported, and so are
+the same metrics on training folds. Controls: an independent-site model, InvMSAFold given another
+protein's contacts, and InvMSAFold trained on natives only.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import time
@@ -31,7 +33,9 @@ from iclr25._core.claims import (
     fails,
     no_progress,
     ratio,
+    value,
 )
+from iclr25._core.convergence import converged, curve_series, read_curve
 from iclr25.methods.invmsafold import (
     IFAR,
     ClaimConfig,
@@ -51,50 +55,84 @@ from iclr25.methods.invmsafold import (
     train_invmsafold,
 )
 from iclr25.methods.invmsafold.config import TrainConfig
+from iclr25.methods.invmsafold.foundation import IFARRecipe, fold_split, ifar_native_nll, load_ifar
 
 __all__ = ["CLAIM", "run"]
 
 _Q = 20
 _TEMPS = (0.6, 0.8, 1.0, 1.2)
 #: IF-AR temperatures for the matched-diversity comparison. Pre-registered rule: IF-AR is sampled at
-#: the lowest temperature of this grid whose mean pairwise diversity on the training folds is at
+#: the lowest temperature of this grid whose mean pairwise diversity on the unseen folds is at
 #: least InvMSAFold-AR's at T = 1 (the highest one if none reaches it). Only diversity chooses T.
 _MATCH_TEMPS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
 
 
-@functools.lru_cache(maxsize=4)
-def _world_data(lat: LatticeConfig, seed: int) -> dict:
-    """Lattice world, chosen folds, MSAs split 80/20, natives (cached per seed and config)."""
-    world = LatticeWorld(
-        lat.shape, temperature=lat.temperature, energy=contact_energy(lat.energy, lat.energy_scale)
-    )
-    rng = np.random.default_rng([seed, 8])
-    n_folds = lat.n_train_folds + lat.n_test_folds
-    if n_folds > len(world.structures):
-        raise ValueError(f"{n_folds} folds requested but the grid has {len(world.structures)} structures")
-    folds = rng.choice(len(world.structures), n_folds, replace=False).tolist()
-    g = torch.Generator().manual_seed(seed)
-    seqs, logp = sample_msa(
-        world, folds, n_seqs=lat.seqs_per_fold, beta=lat.beta, gamma=lat.gamma, n_chains=lat.n_chains,
+def _msa(world: LatticeWorld, lat: LatticeConfig, folds: list[int], n_seqs: int, chains: int, g):
+    return sample_msa(
+        world, folds, n_seqs=n_seqs, beta=lat.beta, gamma=lat.gamma, n_chains=chains,
         burn_in_sweeps=lat.burn_in_sweeps, thin_sweeps=lat.thin_sweeps, warm_sweeps=lat.warm_sweeps,
         generator=g,
     )  # fmt: skip
-    # Held-out rows are whole chains (rows are chain-major), so they are independent of the train rows.
+
+
+@functools.lru_cache(maxsize=4)
+def _world_data(lat: LatticeConfig, n_eval: int, seed: int) -> dict:
+    """Lattice world, training and unseen folds, their MSAs and natives (cached per seed and config).
+
+    Local fold index ``f``: ``0 .. n_train - 1`` are training folds (the first ``n_report_folds``
+    with a deep MSA split 80/20 into train rows and held-out rows), then the ``n_test_folds``
+    unseen folds, drawn from the fixed held-out pool of :func:`fold_split` that no model (the
+    shipped IF-AR included) trains on. An unseen fold's MSA has ``2 n_eval`` rows: the last
+    ``n_eval`` (whole chains) are the reference the samples are compared with, the first ``n_eval``
+    give the natural-vs-natural ceiling.
+    """
+    world = LatticeWorld(
+        lat.shape, temperature=lat.temperature, energy=contact_energy(lat.energy, lat.energy_scale)
+    )
+    trainable, pool = fold_split(len(world.structures), lat.heldout_pool)
+    if lat.n_train_folds > len(trainable):
+        raise ValueError(f"{lat.n_train_folds} training folds requested but {len(trainable)} are trainable")
+    rng = np.random.default_rng([seed, 8])
+    train_folds = rng.choice(trainable, lat.n_train_folds, replace=False).tolist()
+    test_folds = rng.choice(pool, lat.n_test_folds, replace=False).tolist()
     reads = lat.seqs_per_fold // lat.n_chains
+    if (2 * n_eval) % reads:
+        raise ValueError(f"2 x n_eval = {2 * n_eval} is not a multiple of the {reads} reads per chain")
+    g = torch.Generator().manual_seed(seed)
+    nrep = lat.n_report_folds
+    deep, deep_lp = _msa(world, lat, train_folds[:nrep], lat.seqs_per_fold, lat.n_chains, g)
+    rest, rest_lp = (
+        _msa(world, lat, train_folds[nrep:], lat.train_seqs_per_fold, lat.train_chains, g)
+        if (lat.n_train_folds > nrep)
+        else (torch.empty(0, 1, world.length, dtype=torch.long), torch.empty(0, 1))
+    )
+    unseen, unseen_lp = _msa(world, lat, test_folds, 2 * n_eval, 2 * n_eval // reads, g)
+    # Held-out rows are whole chains (rows are chain-major), so they are independent of the train rows.
     n_test = max(2, round(lat.heldout_frac * lat.n_chains)) * reads
-    train, test, natives = [], [], []
-    for f in range(n_folds):
-        train.append(seqs[f, :-n_test][torch.from_numpy(rng.permutation(lat.seqs_per_fold - n_test))])
-        test.append(seqs[f, -n_test:])
-        natives.append(seqs[f, int(logp[f].argmax())])
+    train, test, natives, ceiling = [], [], [], []
+    for f in range(nrep):
+        train.append(deep[f, :-n_test][torch.from_numpy(rng.permutation(lat.seqs_per_fold - n_test))])
+        test.append(deep[f, -n_test:])
+        natives.append(deep[f, int(deep_lp[f].argmax())])
+    for f in range(len(rest)):
+        train.append(rest[f])
+        natives.append(rest[f, int(rest_lp[f].argmax())])
+    for f in range(lat.n_test_folds):
+        test.append(unseen[f, n_eval:])
+        ceiling.append(unseen[f, :n_eval])
+        natives.append(unseen[f, int(unseen_lp[f].argmax())])
+    test = test[:nrep] + [None] * (lat.n_train_folds - nrep) + test[nrep:]
+    folds = train_folds + test_folds
     return {
         "world": world,
         "folds": folds,
         "structures": [world.structures[i] for i in folds],
         "train": train,
         "test": test,
+        "ceiling": ceiling,
         "natives": natives,
-        "p_nat_msa": float(logp.exp().mean()),
+        "p_nat_msa": float(deep_lp.exp().mean()),
+        "p_nat_unseen": float(unseen_lp.exp().mean()),
     }
 
 
@@ -119,6 +157,20 @@ def _ifar(cfg: ClaimConfig, world: LatticeWorld, seed: int) -> IFAR:
     )  # fmt: skip
 
 
+def _shipped_ifar(cfg: ClaimConfig) -> tuple[IFAR, dict]:
+    """The shipped IF-AR, after checking that it was made in this check's world and split."""
+    model, record = load_ifar()
+    made = IFARRecipe().lattice
+    lat = cfg.lattice
+    for field in ("shape", "energy", "energy_scale", "temperature", "heldout_pool"):
+        if getattr(made, field) != getattr(lat, field):
+            raise ValueError(
+                f"the shipped IF-AR was trained with lattice {field} = {getattr(made, field)!r}, "
+                f"this check uses {getattr(lat, field)!r}; set pretrained_ifar=False"
+            )
+    return model, record
+
+
 def _sampler(model: object, kind: str, scfg: SampleConfig):
     """``sample(structure, n, temperature, seed) -> [n, L]`` tokens for each model kind."""
     if kind == "ifar":
@@ -131,24 +183,33 @@ def _sampler(model: object, kind: str, scfg: SampleConfig):
 
 
 def _set_stats(s: torch.Tensor, data: dict, f: int) -> dict[str, float]:
-    """Metrics of one sequence set that need no natural reference set: success, distances."""
-    return {
+    """Metrics of one sequence set that need no natural reference set: success, distances.
+
+    The distance to the nearest training row exists only for folds with training rows.
+    """
+    out = {
         "ham_native": hamming_to(s, data["natives"][f]),
         "pairwise_div": mean_pairwise_hamming(s),
         "fold_success": float((data["world"].p_nat(s, data["folds"][f]) > 0.5).float().mean()),
-        "nn_train_dist": nearest_row_distance(s, data["train"][f]),
     }
+    if f < len(data["train"]):
+        out["nn_train_dist"] = nearest_row_distance(s, data["train"][f])
+    return out
 
 
-def _evaluate(sample, data: dict, fold_ids: range, n: int, temperature: float, seed: int) -> dict[str, float]:
+def _evaluate(sample, data: dict, fold_ids, n: int, temperature: float, seed: int, shift: int = 0):
     """Per-fold metrics averaged over folds (cov r as the median over folds).
 
-    Covariance r and PCA-KL compare ``n`` samples with the fold's ``n`` held-out natural rows
-    (equal set sizes, spec trap 8).
+    Covariance r and PCA-KL compare ``n`` samples with the fold's ``n`` reference natural rows
+    (equal set sizes, spec trap 8). With ``shift`` the sampler is given the structure of the fold
+    ``shift`` places further in ``fold_ids`` (contacts shuffled across proteins), while the samples
+    are still judged against the fold's own natural rows and fold.
     """
+    ids = list(fold_ids)
     cov, kl, stats = [], [], []
-    for f in fold_ids:
-        s = sample(data["structures"][f], n, temperature, seed + 1000 * f)
+    for k, f in enumerate(ids):
+        given = ids[(k + shift) % len(ids)]
+        s = sample(data["structures"][given], n, temperature, seed + 1000 * f)
         nat = data["test"][f][:n]
         cov.append(covariance_pearson(s, nat, _Q))
         kl.append(pca_kl(s, nat, _Q))
@@ -158,13 +219,13 @@ def _evaluate(sample, data: dict, fold_ids: range, n: int, temperature: float, s
     return out
 
 
-def _heldout_rows(data: dict, fold_ids: range, n: int) -> dict[str, float]:
-    """The natural held-out rows' own fold success, diversity and distance to the training rows."""
-    stats = [_set_stats(data["test"][f][:n], data, f) for f in fold_ids]
+def _rows_stats(rows: list[torch.Tensor], data: dict, fold_ids, n: int) -> dict[str, float]:
+    """Fold success, diversity and distances of natural rows (one set per fold)."""
+    stats = [_set_stats(r[:n], data, f) for r, f in zip(rows, fold_ids, strict=True)]
     return {k: float(np.mean([st[k] for st in stats])) for k in stats[0]}
 
 
-def _match_temperature(sample, data: dict, fold_ids: range, n: int, target: float, seed: int):
+def _match_temperature(sample, data: dict, fold_ids, n: int, target: float, seed: int):
     """The pre-registered rule of :data:`_MATCH_TEMPS`: ``(T, diversity at each grid T)``."""
     divs = []
     for t in _MATCH_TEMPS:
@@ -185,113 +246,169 @@ def _stage(progress: ProgressFn, label: str) -> ProgressFn:
     return lambda _stage_name, done, total: progress(label, done, total)
 
 
+def _val_recorder(every: int, fn) -> tuple[list[int], list[float], object]:
+    """``(steps, values, on_step)``: ``on_step`` records ``fn()`` every ``every`` steps."""
+    steps: list[int] = []
+    values: list[float] = []
+
+    def on_step(step: int) -> None:
+        if step % every == 0:
+            steps.append(step)
+            values.append(float(fn()))
+
+    return steps, values, on_step
+
+
+def _potts_nll(model: InvMSAFold, variant: str, data: dict, fold_ids) -> float:
+    """Mean NLL per site of the unseen folds' reference rows (AR) or their pseudo-NLL (PW)."""
+    out = []
+    for f in fold_ids:
+        rows, s = data["test"][f], data["structures"][f]
+        if variant == "ar":
+            out.append(-float(model.ar(s).log_prob(rows).mean()) / rows.shape[1])
+        else:
+            out.append(-float(model.potts(s).pseudo_log_likelihood(rows).mean()))
+    return float(np.mean(out))
+
+
+def _ifar_nll(model: IFAR, data: dict, fold_ids) -> float:
+    """Mean NLL per site of the unseen folds' natives under IF-AR."""
+    return ifar_native_nll(
+        model, [data["structures"][f] for f in fold_ids], [data["natives"][f] for f in fold_ids]
+    )
+
+
 def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     progress("sampling lattice MSAs", 0, 1)
-    data = _world_data(cfg.lattice, seed)
-    world, lat, scfg = data["world"], cfg.lattice, cfg.sample
-    train_ids = range(lat.n_train_folds)
-    test_ids = range(lat.n_train_folds, lat.n_train_folds + lat.n_test_folds)
+    scfg, lat = cfg.sample, cfg.lattice
+    data = _world_data(lat, scfg.n_eval, seed)
+    world = data["world"]
+    n_train = lat.n_train_folds
+    train_ids = range(n_train)
+    report_ids = range(lat.n_report_folds)
+    test_ids = range(n_train, n_train + lat.n_test_folds)
     tr_structs = [data["structures"][f] for f in train_ids]
     tr_msas = [data["train"][f] for f in train_ids]
     natives = [data["natives"][f][None] for f in train_ids]
-    n_eval = min(scfg.n_eval, len(data["test"][0]))
+    n_eval = scfg.n_eval
     m: dict[str, dict[str, float]] = {}
     notes: list[str] = []
 
-    # Natural reference. Equal-size train rows against the held-out rows give the covariance
-    # ceiling and the PCA-KL floor; the held-out rows themselves give the fold success, diversity
-    # and distance to the training rows that samples are compared with.
+    def seen(r: dict[str, float]) -> dict[str, float]:
+        return {f"seen_{k}": v for k, v in r.items()}
+
+    # Natural reference on the unseen folds: the reference rows' fold success, diversity and
+    # distance to the native; the other half of the MSA against them gives the covariance ceiling
+    # and the PCA-KL floor at the same set size.
+    ceil = {f: data["ceiling"][f - n_train] for f in test_ids}
+    ceiling = _evaluate(
+        lambda s, n, t, sd: ceil[data["structures"].index(s)][:n], data, test_ids, n_eval, 1.0, seed
+    )
+    m["natural"] = {"cov_r": ceiling["cov_r"], "pca_kl": ceiling["pca_kl"]}
+    m["natural"].update(_rows_stats([data["test"][f] for f in test_ids], data, [*test_ids], n_eval))
+    # The same on the report folds (seen structures, held-out rows of their MSAs).
     nat_sample = lambda s, n, t, sd: data["train"][data["structures"].index(s)][:n]  # noqa: E731
-    train_rows = _evaluate(nat_sample, data, train_ids, n_eval, 1.0, seed)
-    m["natural"] = {"cov_r": train_rows["cov_r"], "pca_kl": train_rows["pca_kl"]}
-    m["natural"].update(_heldout_rows(data, train_ids, n_eval))
-    m["natural"]["train_rows_fold_success"] = train_rows["fold_success"]
-    m["natural"]["heldout_fold_fold_success"] = _heldout_rows(data, test_ids, n_eval)["fold_success"]
+    train_rows = _evaluate(nat_sample, data, report_ids, n_eval, 1.0, seed)
+    m["natural"].update(seen({"cov_r": train_rows["cov_r"], "pca_kl": train_rows["pca_kl"]}))
+    m["natural"].update(seen(_rows_stats([data["test"][f] for f in report_ids], data, [*report_ids], n_eval)))
     m["natural"]["p_nat_msa"] = data["p_nat_msa"]
+    m["natural"]["p_nat_unseen"] = data["p_nat_unseen"]
     # Control of the memorisation guard: a "sampler" that returns training rows.
-    m["memorise"] = train_rows
+    m["memorise"] = seen(train_rows)
 
-    # With one sequence per fold, M drawn rows are M copies of it: the loss equals that of one row, so
-    # native-only training uses M = 1 (same steps, same gradients, less compute).
     one_row = dataclasses.replace(cfg.train, msa_rows=1)
-    per_seed: dict[str, list[dict[str, float]]] = {"ar": [], "pw": [], "if_ar": [], "if_ar_matched": []}
-    match_divs: list[list[float]] = []
-    kept: dict[str, object] = {}
-    for ms in range(cfg.model_seeds):
-        mseed = 1000 * seed + ms
-        g = torch.Generator().manual_seed(mseed)
-        tag = f" (model seed {ms})" if cfg.model_seeds > 1 else ""
-        ar = _invmsafold(cfg, world, mseed)
-        train_invmsafold(
-            ar, tr_structs, tr_msas, variant="ar", config=cfg.train, generator=g,
-            progress=_stage(progress, f"training InvMSAFold-AR{tag}"),
-        )  # fmt: skip
-        pw = _invmsafold(cfg, world, mseed)
-        train_invmsafold(
-            pw, tr_structs, tr_msas, variant="pw", config=cfg.train, generator=g,
-            progress=_stage(progress, f"training InvMSAFold-PW{tag}"),
-        )  # fmt: skip
-        ifar = _ifar(cfg, world, mseed)
-        train_ifar(
-            ifar, tr_structs, natives, config=one_row, generator=g,
-            progress=_stage(progress, f"training IF-AR{tag}"),
-        )  # fmt: skip
-        arms = (("ar", ar, "ar"), ("pw", pw, "pw"), ("if_ar", ifar, "ifar"))
-        for i, (arm, model, kind) in enumerate(arms):
-            progress(f"evaluating samplers{tag}", i, len(arms))
-            smp = _sampler(model, kind, scfg)
-            r = _evaluate(smp, data, train_ids, n_eval, scfg.temperature, mseed)
-            held = _evaluate(smp, data, test_ids, n_eval, scfg.temperature, mseed)
-            r.update({f"heldout_fold_{k}": v for k, v in held.items() if k in ("cov_r", "fold_success")})
-            per_seed[arm].append(r)
-            if ms == 0:
-                kept[arm] = model
-        # IF-AR at matched diversity (the paper's framing): the rule of _MATCH_TEMPS.
-        progress(f"matching IF-AR diversity{tag}", 0, 1)
-        smp = _sampler(ifar, "ifar", scfg)
-        t_match, divs = _match_temperature(
-            smp, data, train_ids, n_eval, per_seed["ar"][-1]["pairwise_div"], mseed
-        )
-        match_divs.append(divs)
-        r = _evaluate(smp, data, train_ids, n_eval, t_match, mseed)
-        held = _evaluate(smp, data, test_ids, n_eval, t_match, mseed)
-        r["heldout_fold_fold_success"] = held["fold_success"]
-        r["temperature"] = t_match
-        r["diversity_matched"] = float(r["pairwise_div"] >= per_seed["ar"][-1]["pairwise_div"])
-        per_seed["if_ar_matched"].append(r)
-    for arm, rows in per_seed.items():
-        m[arm] = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
-        for i, r in enumerate(rows):
-            m[arm][f"cov_r_seed{i}"] = r["cov_r"]
-            m[arm][f"ham_native_seed{i}"] = r["ham_native"]
 
-    # Controls (first model seed only).
-    g = torch.Generator().manual_seed(1000 * seed + 77)
+    def gen(arm: int) -> torch.Generator:  # one RNG per trained model: arms do not share draws
+        return torch.Generator().manual_seed(1000 * seed + arm)
+
+    curves = {}
+    models: dict[str, object] = {}
+    for variant in ("ar", "pw"):
+        model = _invmsafold(cfg, world, 1000 * seed)
+        steps, vals, on_step = _val_recorder(
+            cfg.val_every, lambda model=model, v=variant: _potts_nll(model, v, data, test_ids)
+        )
+        train_invmsafold(
+            model, tr_structs, tr_msas, variant=variant, generator=gen(1 if variant == "ar" else 2),
+            config=cfg.train.replace(steps=cfg.ar_steps) if variant == "ar" else cfg.train,
+            progress=_stage(progress, f"training InvMSAFold-{variant.upper()}"), on_step=on_step,
+        )  # fmt: skip
+        curves[variant] = read_curve(steps, vals, mode="min")
+        models[variant] = model
+    if cfg.pretrained_ifar:
+        progress("loading the shipped IF-AR", 0, 1)
+        ifar, record = _shipped_ifar(cfg)
+        curves["if_ar"] = read_curve(record["val_steps"], record["val_native_nll"], mode="min")
+    else:
+        ifar = _ifar(cfg, world, 1000 * seed)
+        steps, vals, on_step = _val_recorder(cfg.val_every, lambda: _ifar_nll(ifar, data, test_ids))
+        train_ifar(
+            ifar, tr_structs, natives, config=one_row.replace(steps=cfg.ifar_steps), generator=gen(3),
+            progress=_stage(progress, "training IF-AR"), on_step=on_step,
+        )  # fmt: skip
+        curves["if_ar"] = read_curve(steps, vals, mode="min")
+    models["if_ar"] = ifar
+    # Report-only comparator of the paper: the inverse-folding model fine-tuned on the MSAs.
+    ifar_msa = copy.deepcopy(ifar)
+    train_ifar(
+        ifar_msa, tr_structs, tr_msas, generator=gen(4),
+        config=cfg.train.replace(steps=cfg.finetune_steps, msa_rows=cfg.finetune_rows),
+        progress=_stage(progress, "fine-tuning IF-AR on the MSAs"),
+    )  # fmt: skip
+
+    arms = (
+        ("ar", models["ar"], "ar"),
+        ("pw", models["pw"], "pw"),
+        ("if_ar", ifar, "ifar"),
+        ("if_ar_msa", ifar_msa, "ifar"),
+    )
+    for i, (arm, model, kind) in enumerate(arms):
+        progress("evaluating samplers", i, len(arms))
+        smp = _sampler(model, kind, scfg)
+        m[arm] = _evaluate(smp, data, test_ids, n_eval, scfg.temperature, seed)
+        m[arm].update(seen(_evaluate(smp, data, report_ids, n_eval, scfg.temperature, seed)))
+    for arm in ("ar", "pw", "if_ar"):
+        m[arm].update(curves[arm].metrics("val_"))
+    # IF-AR at matched diversity (the paper's framing): the rule of _MATCH_TEMPS, on the unseen folds.
+    progress("matching IF-AR diversity", 0, 1)
+    smp = _sampler(ifar, "ifar", scfg)
+    t_match, divs = _match_temperature(smp, data, test_ids, n_eval, m["ar"]["pairwise_div"], seed)
+    m["if_ar_matched"] = _evaluate(smp, data, test_ids, n_eval, t_match, seed)
+    m["if_ar_matched"].update(seen(_evaluate(smp, data, report_ids, n_eval, t_match, seed)))
+    m["if_ar_matched"]["temperature"] = t_match
+    m["if_ar_matched"]["diversity_matched"] = float(
+        m["if_ar_matched"]["pairwise_div"] >= m["ar"]["pairwise_div"]
+    )
+
+    # Controls, judged on the unseen folds.
     indep = _invmsafold(cfg, world, 1000 * seed, independent=True)
     train_invmsafold(
-        indep, tr_structs, tr_msas, variant="pw", config=cfg.train, generator=g,
+        indep, tr_structs, tr_msas, variant="pw", config=cfg.train, generator=gen(5),
         progress=_stage(progress, "training control: independent sites"),
     )  # fmt: skip
-    m["independent"] = _evaluate(_sampler(indep, "ar", scfg), data, train_ids, n_eval, scfg.temperature, seed)
-    untrained = _invmsafold(cfg, world, 1000 * seed)
-    m["untrained"] = _evaluate(
-        _sampler(untrained, "ar", scfg), data, train_ids, n_eval, scfg.temperature, seed
+    m["independent"] = _evaluate(_sampler(indep, "ar", scfg), data, test_ids, n_eval, scfg.temperature, seed)
+    # Structure conditioning broken: InvMSAFold-AR given another unseen fold's contacts.
+    m["shuffled"] = _evaluate(
+        _sampler(models["ar"], "ar", scfg), data, test_ids, n_eval, scfg.temperature, seed, shift=1
     )
     native_only = _invmsafold(cfg, world, 1000 * seed)
     train_invmsafold(
-        native_only, tr_structs, natives, variant="ar", config=one_row, generator=g,
+        native_only, tr_structs, natives, variant="ar", config=one_row.replace(steps=cfg.ar_steps),
+        generator=gen(6),
         progress=_stage(progress, "training control: natives only"),
     )  # fmt: skip
     m["native_only"] = _evaluate(
-        _sampler(native_only, "ar", scfg), data, train_ids, n_eval, scfg.temperature, seed
+        _sampler(native_only, "ar", scfg), data, test_ids, n_eval, scfg.temperature, seed
     )
 
     # PCA-KL above the natural-vs-natural floor at the same set size (DESIGN: floors and ceilings).
-    for arm in ("ar", "pw", "if_ar", "if_ar_matched", "independent", "untrained", "native_only"):
+    for arm in ("ar", "pw", "if_ar", "if_ar_matched", "if_ar_msa", "independent", "shuffled", "native_only"):
         m[arm]["pca_kl_excess"] = m[arm]["pca_kl"] - m["natural"]["pca_kl"]
+        if "seen_pca_kl" in m[arm]:
+            m[arm]["seen_pca_kl_excess"] = m[arm]["seen_pca_kl"] - m["natural"]["seen_pca_kl"]
 
     # Sampling cost of n_speed sequences: deterministic multiply-adds and wall-clock.
-    ar, ifar = kept["ar"], kept["if_ar"]
+    ar = models["ar"]
     L = world.length
     m["ar"]["macs_per_seq"] = float(ar.ar(data["structures"][0]).macs_per_sequence())
     m["if_ar"]["macs_per_seq"] = float(ifar.macs_per_sequence(L))
@@ -308,18 +425,28 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     m["ar"]["network_pass_s"] = t_net / cfg.speed_folds
     m["if_ar"]["sample_10k_s"] = t_if / cfg.speed_folds
 
-    # Temperature sweep: diversity and fold success (figure only).
+    # Temperature sweep on the unseen folds: diversity and fold success (figure only).
     sweep: dict[str, list[float]] = {}
     for arm, kind in (("ar", "ar"), ("if_ar", "ifar")):
         progress("temperature sweep", 0 if arm == "ar" else 1, 2)
-        smp = _sampler(kept[arm], kind, scfg)
-        rows = [_evaluate(smp, data, train_ids, n_eval, t, seed) for t in _TEMPS]
+        smp = _sampler(models[arm], kind, scfg)
+        rows = [_evaluate(smp, data, test_ids, n_eval, t, seed) for t in _TEMPS]
         sweep[f"{arm} diversity"] = [r["pairwise_div"] for r in rows]
         sweep[f"{arm} fold success"] = [r["fold_success"] for r in rows]
     series = {
         "fold_success_seen_vs_unseen": _generalisation(m),
+        "validation_curves": curve_series(
+            "InvMSAFold-AR: validation NLL per site on the unseen folds' natural rows",
+            {"InvMSAFold-AR": curves["ar"]},
+            ylabel="nats per site",
+        ),
+        "validation_curve_pw": curve_series(
+            "InvMSAFold-PW: validation pseudo-NLL per site on the unseen folds' natural rows",
+            {"InvMSAFold-PW": curves["pw"]},
+            ylabel="nats per site",
+        ),
         "diversity_vs_fold_success": Series(
-            title="Pairwise diversity and fold success against sampling temperature",
+            title="Pairwise diversity and fold success against sampling temperature (unseen folds)",
             xlabel="sampling temperature",
             ylabel="mean pairwise Hamming / fold success",
             x=list(_TEMPS),
@@ -329,63 +456,64 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
                 "natural fold success": [m["natural"]["fold_success"]] * len(_TEMPS),
             },
         ),
-        "covariance_scatter": _cov_scatter(data, kept, scfg, n_eval, seed),
+        "covariance_scatter": _cov_scatter(data, models, scfg, n_eval, seed, test_ids[0]),
         "if_ar_diversity_matching": Series(
             title="IF-AR pairwise diversity against temperature (matched to InvMSAFold-AR at T = 1)",
             xlabel="IF-AR sampling temperature",
             ylabel="mean pairwise Hamming",
             x=list(_MATCH_TEMPS),
             lines={
-                **{
-                    f"IF-AR (model seed {i})" if len(match_divs) > 1 else "IF-AR": d
-                    for i, d in enumerate(match_divs)
-                },
+                "IF-AR": divs,
                 "InvMSAFold-AR, T = 1": [m["ar"]["pairwise_div"]] * len(_MATCH_TEMPS),
-                "natural held-out rows": [m["natural"]["pairwise_div"]] * len(_MATCH_TEMPS),
+                "natural reference rows": [m["natural"]["pairwise_div"]] * len(_MATCH_TEMPS),
             },
         ),
     }
     notes.append(
-        f"MSA mean P_nat {data['p_nat_msa']:.3f}; natural covariance ceiling r = {m['natural']['cov_r']:.3f} "
-        f"(equal-size train rows vs held-out rows)."
+        f"{n_train} training folds, {lat.n_test_folds} unseen folds from a fixed pool of "
+        f"{lat.heldout_pool}; unseen MSAs mean P_nat {data['p_nat_unseen']:.3f}; natural covariance "
+        f"ceiling r = {m['natural']['cov_r']:.3f}; IF-AR matched temperature {t_match}."
     )
     return RunResult(metrics=m, series=series, notes=notes)
 
 
 def _generalisation(m: dict[str, dict[str, float]]) -> Series:
-    """Fold success on the training folds' held-out rows (seen) and on unseen structures."""
+    """Fold success on training structures (seen) and on unseen structures."""
     arms = (
         ("natural", "natural held-out rows"),
         ("ar", "InvMSAFold-AR"),
         ("pw", "InvMSAFold-PW"),
         ("if_ar", "IF-AR, T = 1"),
         ("if_ar_matched", "IF-AR, matched diversity"),
+        ("if_ar_msa", "IF-AR fine-tuned on MSAs"),
     )
     return Series(
         title="Fold success on training structures (seen) and on unseen structures",
         xlabel="structures: 0 = seen (training folds), 1 = unseen (held-out folds)",
         ylabel="fraction of samples with P_nat > 0.5",
         x=[0.0, 1.0],
-        lines={label: [m[a]["fold_success"], m[a]["heldout_fold_fold_success"]] for a, label in arms},
+        lines={label: [m[a]["seen_fold_success"], m[a]["fold_success"]] for a, label in arms},
         kind="bar",
     )
 
 
-def _cov_scatter(data: dict, kept: dict, scfg: SampleConfig, n: int, seed: int) -> Series:
-    """Connected covariances of fold 0: held-out natural (x) vs generated (y), largest |C_nat| entries."""
+def _cov_scatter(data: dict, models: dict, scfg: SampleConfig, n: int, seed: int, f: int) -> Series:
+    """Connected covariances of one unseen fold: reference natural (x) vs generated (y), largest |C_nat|."""
     from iclr25.methods.invmsafold import connected_covariance
 
-    s = data["structures"][0]
-    nat = connected_covariance(data["test"][0], _Q)
+    s = data["structures"][f]
+    nat = connected_covariance(data["test"][f], _Q)
     idx = np.argsort(-np.abs(nat))[:400]
     lines = {
-        "InvMSAFold-AR": connected_covariance(_sampler(kept["ar"], "ar", scfg)(s, n, 1.0, seed), _Q)[idx],
-        "InvMSAFold-PW": connected_covariance(_sampler(kept["pw"], "pw", scfg)(s, n, 1.0, seed), _Q)[idx],
-        "IF-AR": connected_covariance(_sampler(kept["if_ar"], "ifar", scfg)(s, n, 1.0, seed), _Q)[idx],
-        "natural train rows": connected_covariance(data["train"][0][:n], _Q)[idx],
+        "InvMSAFold-AR": connected_covariance(_sampler(models["ar"], "ar", scfg)(s, n, 1.0, seed), _Q)[idx],
+        "InvMSAFold-PW": connected_covariance(_sampler(models["pw"], "pw", scfg)(s, n, 1.0, seed), _Q)[idx],
+        "IF-AR": connected_covariance(_sampler(models["if_ar"], "ifar", scfg)(s, n, 1.0, seed), _Q)[idx],
+        "natural rows (other half)": connected_covariance(data["ceiling"][f - len(data["train"])][:n], _Q)[
+            idx
+        ],
     }
     return Series(
-        title="Connected covariances, fold 0: generated vs held-out natural",
+        title="Connected covariances, one unseen fold: generated vs natural",
         xlabel="natural C_ij(a,b)", ylabel="generated C_ij(a,b)", x=nat[idx].tolist(),
         lines={k: v.tolist() for k, v in lines.items()}, kind="scatter",
     )  # fmt: skip
@@ -400,7 +528,7 @@ def run(
 
     Args:
         config: the budget's config.
-        seed: seed of the lattice MSAs and (as ``1000 * seed + i``) of the models.
+        seed: seed of the lattice MSAs and (as ``1000 * seed``) of the models.
         device: unused.
         progress: called from the training loops and the evaluation stages.
 
@@ -412,11 +540,18 @@ def run(
 
 _FULL = ClaimConfig()
 _SMOKE = ClaimConfig(
-    lattice=LatticeConfig(shape=(4, 4), n_train_folds=6, n_test_folds=2, seqs_per_fold=200, n_chains=40),
+    lattice=LatticeConfig(
+        shape=(4, 4), n_train_folds=24, n_test_folds=4, heldout_pool=12, n_report_folds=4, seqs_per_fold=200,
+        n_chains=40, train_seqs_per_fold=40, train_chains=8,
+    ),
     decoder=dataclasses.replace(_FULL.decoder, rank=8),
     train=TrainConfig(steps=50, lr=1e-3, batch_structures=4, msa_rows=16),
     sample=SampleConfig(n_eval=40, n_speed=1000, gibbs_sweeps=10, gibbs_burn_in=6),
-    model_seeds=1,
+    ar_steps=50,
+    pretrained_ifar=False,
+    ifar_steps=50,
+    finetune_steps=10,
+    val_every=10,
 )  # fmt: skip
 
 CLAIM = Claim(
@@ -435,17 +570,28 @@ CLAIM = Claim(
     arms={
         "ar": "InvMSAFold-AR (low-rank Potts read autoregressively, exact ancestral sampling)",
         "pw": "InvMSAFold-PW (pseudo-likelihood-trained low-rank Potts, Gibbs sampling)",
-        "if_ar": "IF-AR: structure-conditioned autoregressive transformer trained on one native per fold",
-        "if_ar_matched": "IF-AR sampled at the lowest grid temperature whose pairwise diversity reaches "
-        "InvMSAFold-AR's",
-        "natural": "held-out natural rows (fold success, diversity, distance to training rows) / "
-        "equal-size train rows against them (covariance ceiling, PCA-KL floor)",
-        "memorise": "control: a sampler that returns the fold's training rows",
+        "if_ar": "IF-AR (ESM-IF1 stand-in): autoregressive inverse-folding transformer trained once on "
+        "one native per fold for every trainable fold, shipped; sampled at T = 1",
+        "if_ar_matched": "IF-AR sampled at the lowest grid temperature whose pairwise diversity on the "
+        "unseen folds reaches InvMSAFold-AR's",
+        "if_ar_msa": "IF-AR fine-tuned on the training MSAs (report-only comparator)",
+        "natural": "natural MSAs of the unseen folds: reference rows (fold success, diversity) and the "
+        "other half against them (covariance ceiling, PCA-KL floor); seen_*: the same on training folds",
+        "memorise": "control: a sampler that returns the fold's training rows (training folds)",
         "independent": "control: independent-site model (fields only, no couplings)",
-        "untrained": "control: InvMSAFold-AR with untrained (random) couplings and fields",
+        "shuffled": "control: InvMSAFold-AR given another unseen protein's contacts (conditioning broken)",
         "native_only": "control: InvMSAFold-AR trained on the native sequence only (M = 1)",
     },
     criteria=(
+        value(
+            "natural.fold_success",
+            ">=",
+            0.8,
+            name="ceiling_fold_success",
+            precondition=True,
+            explain="Ceiling of R2: the natural MSAs of the unseen folds fold (P_nat > 0.5) at least 80% "
+            "of the time. Fixed before results: the MSA law is calibrated to mean P_nat about 0.9.",
+        ),
         diff(
             "natural.cov_r",
             "if_ar.cov_r",
@@ -453,19 +599,40 @@ CLAIM = Claim(
             0.15,
             name="ceiling_covariance",
             precondition=True,
-            explain="Ceiling of R1: natural rows (train rows against the held-out rows, equal sizes) beat "
-            "the baseline's covariance r by R1's own margin of 0.15, so the MSAs carry covariation a "
-            "sampler can show.",
+            explain="Ceiling of R1: on the unseen folds, one half of the natural MSA against the other "
+            "(equal sizes) beats the baseline's covariance r by R1's own margin of 0.15.",
         ),
         diff(
             "natural.fold_success",
             "if_ar_matched.fold_success",
             ">=",
             0.3,
-            name="ceiling_fold_success",
+            name="ceiling_fold_success_matched",
             precondition=True,
-            explain="Ceiling of R2 at matched diversity: the natural held-out rows fold at least 0.3 more "
-            "often than the diversity-matched baseline's samples, the gate's own margin.",
+            explain="Ceiling of R2 at matched diversity: the unseen folds' natural rows fold at least 0.3 "
+            "more often than the diversity-matched baseline's samples, the gate's own margin.",
+        ),
+        converged(
+            "ar",
+            0.02,
+            metric="val_plateau_gap",
+            explain="InvMSAFold-AR (decoder and the structure encoder trained with it) has plateaued: "
+            "its NLL per site on the unseen folds' natural rows moved at most 0.02 nats over the last "
+            "fifth of training.",
+        ),
+        converged(
+            "pw",
+            0.02,
+            metric="val_plateau_gap",
+            explain="InvMSAFold-PW has plateaued: its pseudo-NLL per site on the unseen folds' natural "
+            "rows moved at most 0.02 nats over the last fifth of training.",
+        ),
+        converged(
+            "if_ar",
+            0.02,
+            metric="val_plateau_gap",
+            explain="The IF-AR baseline has plateaued: its NLL per site of validation natives (folds it "
+            "was not trained on) moved at most 0.02 nats over the last fifth of training.",
         ),
         diff(
             "ar.cov_r",
@@ -475,9 +642,9 @@ CLAIM = Claim(
             name="R1_covariance",
             paper="median r 0.53 vs 0.31 (ESM-IF1)",
             falsifier="ctrl_independent_R1",
-            explain="InvMSAFold-AR samples reproduce the pairwise covariances of held-out natural "
-            "sequences better than the one-to-one inverse-folding baseline, by at least 0.15 in "
-            "Pearson r.",
+            explain="On structures absent from training, InvMSAFold-AR samples reproduce the pairwise "
+            "covariances of the natural sequences better than the one-to-one inverse-folding baseline, "
+            "by at least 0.15 in Pearson r (median over folds).",
         ),
         fails(
             diff(
@@ -498,17 +665,7 @@ CLAIM = Claim(
             name="R1_pw",
             falsifier="ctrl_independent_R1",
             explain="The pseudo-likelihood variant (InvMSAFold-PW, Gibbs sampling) also beats the "
-            "baseline's covariance r by at least 0.15.",
-        ),
-        ratio(
-            "ar.ham_native",
-            "if_ar.ham_native",
-            ">=",
-            1.5,
-            name="R2_diversity",
-            gating=False,
-            explain="Report-only: InvMSAFold-AR samples lie at least 1.5 times farther from the native "
-            "than the baseline's, which at T = 1 collapse onto the native (a straw man).",
+            "baseline's covariance r on unseen structures by at least 0.15.",
         ),
         ratio(
             "ar.fold_success",
@@ -516,9 +673,20 @@ CLAIM = Claim(
             ">=",
             0.7,
             name="R2_fold_success",
-            falsifier="ctrl_untrained_success",
-            explain="At least 70% as many InvMSAFold-AR samples fold into the target structure as "
-            "held-out natural sequences do.",
+            falsifier="ctrl_shuffled_R2",
+            explain="On unseen structures, at least 70% as many InvMSAFold-AR samples fold into the "
+            "target structure as the structure's natural sequences do.",
+        ),
+        fails(
+            ratio(
+                "shuffled.fold_success",
+                "natural.fold_success",
+                ">=",
+                0.7,
+                name="ctrl_shuffled_R2",
+                explain="InvMSAFold-AR given another unseen protein's contacts (structure conditioning "
+                "broken) must not reach 70% of the natural fold success on the true structure.",
+            )
         ),
         diff(
             "ar.fold_success",
@@ -526,61 +694,43 @@ CLAIM = Claim(
             ">=",
             0.3,
             name="R2_matched_diversity",
-            falsifier="ctrl_untrained_matched",
+            falsifier="ctrl_shuffled_matched",
             explain="With the baseline heated until its samples are as diverse as InvMSAFold-AR's, "
-            "InvMSAFold-AR's fold success exceeds the baseline's by at least 0.3.",
+            "InvMSAFold-AR's fold success on unseen structures exceeds the baseline's by at least 0.3.",
         ),
         fails(
             diff(
-                "untrained.fold_success",
+                "shuffled.fold_success",
                 "if_ar_matched.fold_success",
                 ">=",
                 0.3,
-                name="ctrl_untrained_matched",
-                explain="Samples from an untrained InvMSAFold must not beat the diversity-matched "
-                "baseline's fold success by 0.3.",
+                name="ctrl_shuffled_matched",
+                explain="InvMSAFold-AR given the wrong protein's contacts must not beat the "
+                "diversity-matched baseline's fold success by 0.3.",
             )
         ),
-        diff(
-            "ar.nn_train_dist",
-            "natural.nn_train_dist",
-            ">=",
-            -0.05,
-            name="memorisation_guard",
-            falsifier="ctrl_memorise",
-            explain="InvMSAFold-AR samples are, on average, no more than 0.05 closer (normalised "
-            "Hamming) to their nearest training row than held-out natural sequences are: they are "
-            "new sequences, not copies of the training MSA.",
-        ),
-        fails(
-            diff(
-                "memorise.nn_train_dist",
-                "natural.nn_train_dist",
-                ">=",
-                -0.05,
-                name="ctrl_memorise",
-                explain="A sampler that returns training rows must fail the memorisation guard.",
-            )
-        ),
-        diff(
-            "ar.pairwise_div",
-            "if_ar.pairwise_div",
-            ">",
-            0.0,
-            name="pairwise_diversity",
-            gating=False,
-            explain="Report-only: InvMSAFold-AR samples differ more from each other than the "
-            "baseline's, which at T = 1 collapse onto the native (a straw man).",
+        ratio(
+            "ar.pca_kl_excess",
+            "if_ar_matched.pca_kl_excess",
+            "<=",
+            0.5,
+            name="R3_pca_kl",
+            paper="PCA-KL 0.49/0.67 vs 15.8/11.9",
+            falsifier="ctrl_independent_R3",
+            explain="In the plane of the natural sequences' first two principal components, "
+            "InvMSAFold-AR samples of unseen structures are at most half as far (KL above the "
+            "natural-vs-natural floor at the same set size) from the natural distribution as the "
+            "baseline's at matched diversity.",
         ),
         fails(
             ratio(
-                "untrained.fold_success",
-                "natural.fold_success",
-                ">=",
-                0.7,
-                name="ctrl_untrained_success",
-                explain="Samples from an untrained InvMSAFold must not reach 70% of the natural "
-                "fold success.",
+                "independent.pca_kl_excess",
+                "if_ar_matched.pca_kl_excess",
+                "<=",
+                0.5,
+                name="ctrl_independent_R3",
+                explain="An independent-site model (no couplings) must not halve the diversity-matched "
+                "baseline's floor-corrected PCA-KL.",
             )
         ),
         fails(
@@ -590,8 +740,8 @@ CLAIM = Claim(
                 ">=",
                 0.15,
                 name="ctrl_native_only_R1",
-                explain="InvMSAFold trained on the native sequence alone, without the MSA, must not "
-                "clear the 0.15 covariance margin.",
+                explain="InvMSAFold trained on each training fold's native alone, without the MSA, must "
+                "not clear the 0.15 covariance margin.",
             )
         ),
         ratio(
@@ -599,52 +749,89 @@ CLAIM = Claim(
             "if_ar.pca_kl_excess",
             "<=",
             0.5,
-            name="R3_pca_kl",
-            paper="PCA-KL 0.49/0.67 vs 15.8/11.9",
-            falsifier="ctrl_independent_R3",
-            explain="In the plane of the natural sequences' first two principal components, "
-            "InvMSAFold-AR samples are at most half as far (KL above the natural-vs-natural floor at "
-            "the same set size) from the held-out natural distribution as the baseline's.",
-        ),
-        fails(
-            ratio(
-                "independent.pca_kl_excess",
-                "if_ar.pca_kl_excess",
-                "<=",
-                0.5,
-                name="ctrl_independent_R3",
-                explain="An independent-site model (no couplings) must not halve the baseline's "
-                "floor-corrected PCA-KL.",
-            )
+            name="R3_t1",
+            gating=False,
+            explain="Report-only: the PCA-KL ratio against the baseline at T = 1, whose samples "
+            "collapse onto the native.",
         ),
         ratio(
-            "ar.pca_kl_excess",
-            "if_ar_matched.pca_kl_excess",
+            "ar.ham_native",
+            "if_ar.ham_native",
+            ">=",
+            1.5,
+            name="R2_diversity",
+            gating=False,
+            explain="Report-only: InvMSAFold-AR samples lie at least 1.5 times farther from the native "
+            "than the baseline's at T = 1.",
+        ),
+        diff(
+            "ar.pairwise_div",
+            "if_ar.pairwise_div",
+            ">",
+            0.0,
+            name="pairwise_diversity",
+            gating=False,
+            explain="Report-only: InvMSAFold-AR samples differ more from each other than the "
+            "baseline's at T = 1.",
+        ),
+        diff(
+            "ar.cov_r",
+            "if_ar_msa.cov_r",
+            ">=",
+            0.15,
+            name="R1_vs_msa_finetuned",
+            gating=False,
+            explain="Report-only (the paper's other comparator): against the baseline fine-tuned on "
+            "the training MSAs, which separates the data effect from the Potts form.",
+        ),
+        diff(
+            "ar.seen_cov_r",
+            "if_ar.seen_cov_r",
+            ">=",
+            0.15,
+            name="seen_R1_covariance",
+            gating=False,
+            explain="Report-only: R1 on training structures (their MSAs' held-out rows).",
+        ),
+        ratio(
+            "ar.seen_fold_success",
+            "natural.seen_fold_success",
+            ">=",
+            0.7,
+            name="seen_R2_fold_success",
+            gating=False,
+            explain="Report-only: R2 on training structures.",
+        ),
+        ratio(
+            "ar.seen_pca_kl_excess",
+            "if_ar_matched.seen_pca_kl_excess",
             "<=",
             0.5,
-            name="R3_matched_diversity",
+            name="seen_R3_pca_kl",
             gating=False,
-            explain="Report-only: the floor-corrected PCA-KL ratio against the baseline sampled at "
-            "matched diversity.",
+            explain="Report-only: R3 on training structures.",
         ),
-        ratio(
-            "ar.heldout_fold_fold_success",
-            "natural.heldout_fold_fold_success",
+        diff(
+            "ar.seen_nn_train_dist",
+            "natural.seen_nn_train_dist",
             ">=",
-            0.7,
-            name="unseen_fold_success_ar",
+            -0.05,
+            name="memorisation_guard",
             gating=False,
-            explain="Report-only: on structures never seen in training, InvMSAFold-AR samples fold at "
-            "least 70% as often as those structures' natural sequences.",
+            explain="Report-only: on training structures, InvMSAFold-AR samples are on average no more "
+            "than 0.05 closer (normalised Hamming) to their nearest training row than held-out "
+            "natural rows are.",
         ),
-        ratio(
-            "pw.heldout_fold_fold_success",
-            "natural.heldout_fold_fold_success",
-            ">=",
-            0.7,
-            name="unseen_fold_success_pw",
-            gating=False,
-            explain="Report-only: the same on unseen structures for InvMSAFold-PW (Gibbs sampling).",
+        fails(
+            diff(
+                "memorise.seen_nn_train_dist",
+                "natural.seen_nn_train_dist",
+                ">=",
+                -0.05,
+                name="ctrl_memorise",
+                gating=False,
+                explain="Report-only: a sampler that returns training rows fails the memorisation guard.",
+            )
         ),
         ratio(
             "if_ar.macs_per_seq",
@@ -670,15 +857,13 @@ CLAIM = Claim(
     ),
     budgets={
         "smoke": Budget("smoke", _SMOKE, seeds=1, seconds=20.0, report_only=True),
-        "full": Budget("full", _FULL, seeds=3, seconds=270.0),
+        "full": Budget("full", _FULL, seeds=3, seconds=300.0),
     },
     run_fn=run,
     headline="R1_covariance",
     unchecked=(
-        "InvMSAFold-AR, -PW and IF-AR have plateaued: no validation curve is recorded, and a 1,600-step "
-        "learning curve (Diagnosis) still rises at the budget's 1,000 steps.",
-        "The inverse-folding baseline is as strong as ESM-IF1: here it is trained on 24 natives, not "
-        "shipped pretrained on hundreds of structures.",
+        "The inverse-folding baseline is as strong as ESM-IF1: it is the best one-to-one model this world "
+        "allows (every trainable fold's native), not a model pretrained on millions of structures.",
     ),
     deviations=(
         "An exactly solvable 2-D lattice-protein world (5x5 compact structures, exact P_nat, MCMC MSAs) "
@@ -688,11 +873,14 @@ CLAIM = Claim(
         "MSA chains sample P_nat^beta exp(-gamma E) with a heat-bath warm start; held-out rows are "
         "whole chains.",
         "The structure encoder is a small contact-biased transformer trained jointly (not frozen "
-        "ESM-IF1); the ESM-IF1 baseline is a small autoregressive transformer (IF-AR) trained on one "
-        "native per fold.",
-        "CPU sizes: d = 64, 2 layers, K = 16, 1000 AdamW steps at lr 1e-3 with 8 structures x 48 rows.",
-        "24 + 6 folds and 1 model seed per data seed (spec: 60 + 15 folds, 2 model seeds), so that 3 data "
-        "seeds fit 15 minutes on one core.",
+        "ESM-IF1); the ESM-IF1 baseline is a small autoregressive transformer (IF-AR) trained once on "
+        "the natives of every contact map outside a fixed held-out pool of 100, and shipped.",
+        "Gates read structures whose contact map is absent from every model's training data (16 drawn "
+        "per seed from the pool); training-fold numbers are report-only.",
+        "CPU sizes: d = 64, 2 layers, K = 16, AdamW at lr 1e-3 with 8 structures x 48 rows: 3000 steps "
+        "for InvMSAFold-AR (and the native-only control), 1000 for PW and the independent-site control.",
+        "320 training folds (12 with 400-row MSAs, the rest with 64 rows from 16 chains) and 1 model "
+        "seed per data seed (spec: 60 + 15 folds, 2 model seeds), so that 3 data seeds fit 15 minutes.",
         "Speed gates as multiply-adds per sampled sequence; the wall-clock ratio for 10^4 samples is "
         "reported.",
     ),

@@ -301,14 +301,16 @@ class PottsParams:
     ) -> Tensor:
         """Gibbs sampling with running sums ``R_k`` (O(K q) per site update).
 
-        ``chains`` parallel chains (default ``n``) start uniform at random; each runs ``burn_in``
-        sweeps, then a sequence is read every ``thin`` sweeps until ``n`` are collected (``sweeps`` is
-        the minimum number of sweeps per chain).
+        ``chains`` parallel chains (default ``n``) start uniform at random; each runs
+        ``total = max(sweeps, burn_in + (reads - 1) * thin + 1)`` sweeps, where ``reads =
+        ceil(n / chains)``, and a sequence is read after every ``thin`` sweeps ending with the last:
+        the chains stop as soon as the last sample is read (no sweep is wasted), and every sweep
+        before the first read (at least ``burn_in``) is burn-in.
 
         Args:
             n: sequences returned.
             sweeps: minimum total sweeps per chain.
-            burn_in: sweeps before the first read.
+            burn_in: minimum sweeps before the first read.
             thin: sweeps between reads.
             chains: parallel chains.
             temperature: divides the conditional logits.
@@ -334,6 +336,7 @@ class PottsParams:
         r = torch.zeros(chains, self.rank, dtype=V.dtype, device=V.device)
         for i in range(self.length):
             r += vt[i, s[:, i]]
+        first = total - 1 - (reads - 1) * thin  # reads at sweeps first, first + thin, ..., total - 1
         out = []
         for sweep in range(total):
             for i in range(self.length):
@@ -342,7 +345,7 @@ class PottsParams:
                 new = _categorical(logits / temperature, g)
                 r += vt[i, new] - own
                 s[:, i] = new
-            if sweep >= burn_in and (sweep - burn_in) % thin == 0 and len(out) < reads:
+            if sweep >= first and (sweep - first) % thin == 0:
                 out.append(s.clone())
         return torch.cat(out)[:n]
 

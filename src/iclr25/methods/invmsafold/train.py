@@ -9,7 +9,7 @@ or the AR conditionals (then ‖J‖² over the rescaled lower triangle); AdamW.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -127,6 +127,7 @@ def train_invmsafold(
     config: TrainConfig,
     generator: torch.Generator,
     progress: ProgressFn | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> list[float]:
     """Train InvMSAFold on (structure, MSA) pairs; returns the loss per step.
 
@@ -138,6 +139,8 @@ def train_invmsafold(
         config: steps, lr, batch sizes, η, noise.
         generator: torch RNG for batches and noise.
         progress: optional ``progress(stage, done, total)``, called every 5 % of the steps.
+        on_step: called as ``on_step(steps_done)`` after every step, in eval mode without
+            gradients (e.g. a validation curve).
 
     Example:
         >>> import numpy as np
@@ -172,6 +175,11 @@ def train_invmsafold(
         loss.backward()
         opt.step()
         losses.append(loss.detach().item())
+        if on_step is not None:
+            model.eval()
+            with torch.no_grad():
+                on_step(step + 1)
+            model.train()
     model.eval()
     return losses
 
@@ -184,6 +192,8 @@ def train_ifar(
     config: TrainConfig,
     generator: torch.Generator,
     progress: ProgressFn | None = None,
+    stop: int | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> list[float]:
     """Train the IF-AR baseline by teacher forcing (cross-entropy); returns the loss per step.
 
@@ -197,6 +207,8 @@ def train_ifar(
         config: steps, lr, batch sizes, noise.
         generator: torch RNG for batches and noise.
         progress: optional ``progress(stage, done, total)``, called every 5 % of the steps.
+        stop: end after this many steps (the first steps of a longer schedule).
+        on_step: called as ``on_step(steps_done)`` after every step (e.g. a validation curve).
 
     Returns:
         The loss of every step.
@@ -207,7 +219,7 @@ def train_ifar(
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     model.train()
     losses = []
-    for step in range(config.steps):
+    for step in range(config.steps if stop is None else min(stop, config.steps)):
         _report(progress, "IF-AR training", step, config.steps)
         idx = torch.randint(0, len(structures), (config.batch_structures,), generator=generator).tolist()
         feats, mask = pad_batch([embed[i] for i in idx])
@@ -221,5 +233,10 @@ def train_ifar(
         loss.backward()
         opt.step()
         losses.append(loss.detach().item())
+        if on_step is not None:
+            model.eval()
+            with torch.no_grad():
+                on_step(step + 1)
+            model.train()
     model.eval()
     return losses
