@@ -269,8 +269,8 @@ REGISTRY: dict[str, Entry] = {
             paper="Procedural Knowledge in Pretraining Drives Reasoning in Large Language Models",
             claim="EK-FAC: reasoning draws on shared procedural documents, facts on answer documents",
             extra="procedural_influence",
-            smoke_s=15.0,
-            full_s=200.0,
+            smoke_s=20.0,
+            full_s=240.0,
         ),
         Entry(
             name="clip_dfkd",

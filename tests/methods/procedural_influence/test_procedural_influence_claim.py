@@ -17,7 +17,9 @@ from iclr25.methods.procedural_influence import (
     build_lm,
     make_corpus,
     make_queries,
+    query_prompts,
     train_lm,
+    valid_solutions,
 )
 from iclr25.methods.procedural_influence.claim import CLAIM
 
@@ -26,9 +28,26 @@ def test_smoke_runs_every_arm(smoke_runs) -> None:
     a, b = smoke_runs("procedural_influence")
     assert a.deterministic_metrics() == b.deterministic_metrics()
     m = a.metrics
-    for arm in ("ekfac", "graddot", "bm25", "tfidf", "permuted", "shuffled_factors"):
+    arms = (
+        "ekfac",
+        "graddot",
+        "bm25",
+        "tfidf",
+        "permuted",
+        "foreign_factors",
+        "pair_shuffled",
+        "ekfac_damp10",
+    )
+    for arm in arms:
         assert -1.0 <= m[arm]["r_same_template"] <= 1.0 and 0.0 <= m[arm]["procedural_share"] <= 1.0
+        assert 0.0 <= m[arm]["procedural_partial_p"] <= 1.0
     assert {"oracle_delta"} <= set(m["random"]) and m["flipped"]["oracle_removed"] > 0
+    assert (
+        0.0 <= m["ekfac"]["oracle_p_vs_random"] <= 1.0 and 0.0 <= m["flipped"]["oracle_p_vs_graddot"] <= 1.0
+    )
+    assert np.isfinite(m["training"]["plateau_gap"]) and -1.0 <= m["init"]["r_same_template"] <= 1.0
+    # the pairing control keeps query-query correlations (same permutation for every query)
+    assert m["pair_shuffled"]["r_same_template"] == pytest.approx(m["ekfac"]["r_same_template"])
     assert 0.0 <= m["world"]["reasoning_number_nats_share"] <= 1.0
     assert {"correlations", "topk_shares", "training"} <= set(a.series)
     blocks, matrix = a.media["correlation_blocks"], a.media["correlation_matrix"]
@@ -44,13 +63,15 @@ def test_every_gate_has_a_control_with_the_same_bar() -> None:
     by_name = {c.name: c for c in CLAIM.criteria}
     gates = [c for c in CLAIM.criteria if c.gating and not c.control and not c.precondition]
     assert {c.name for c in gates} == {
-        "corr_gap", "answer_gap", "procedural_share", "oracle_vs_random", "oracle_vs_graddot"
+        "corr_gap", "answer_gap", "procedural_share", "procedural_beyond_bm25", "oracle_vs_random",
+        "oracle_vs_graddot",
     }  # fmt: skip
     for c in gates:
         ctrl = by_name[c.falsifier]
         assert ctrl.control and ctrl.gating and ctrl.part == c.part
         assert (ctrl.kind, ctrl.op, ctrl.threshold) == (c.kind, c.op, c.threshold), c.name
-    assert by_name["world_learned"].precondition
+    assert by_name["world_learned"].precondition and by_name["positive_control_epoch0"].precondition
+    assert by_name["training_converged"].convergence
 
 
 def test_gates_fail_on_broken_scores() -> None:
@@ -64,6 +85,45 @@ def test_gates_fail_on_broken_scores() -> None:
     assert not gap.holds(gap.statistic(metrics)) and ctrl.holds(ctrl.statistic(metrics))
 
 
+def _gate(name: str):
+    return next(c for c in CLAIM.criteria if c.name == name)
+
+
+def test_beyond_bm25_gate_fails_when_overlap_explains_everything() -> None:
+    """Broken variant: influence that is a function of BM25 alone has no partial correlation left,
+    so the gate misses; a score with procedural signal beyond BM25 passes."""
+    from iclr25.methods.procedural_influence import paired_greater_p, partial_spearman
+
+    rng = np.random.default_rng(0)
+    q, d = 12, 300
+    bm25 = rng.random((q, d))
+    procedural = (rng.random(d) < 0.3).astype(float)
+    bm25 = bm25 + procedural  # overlap and procedural kind go together, as in the corpus
+    lexical = np.exp(2.0 * bm25)  # influence explained by overlap alone (a monotone function of it)
+    signal = bm25 + 0.5 * procedural + 0.1 * rng.random((q, d))
+    gate = _gate("procedural_beyond_bm25")
+    for scores, expect in ((lexical, False), (signal, True)):
+        r = partial_spearman(scores, procedural, bm25)
+        p = paired_greater_p(r, np.zeros_like(r))
+        assert gate.holds(gate.statistic({"ekfac": {"procedural_partial_p": p}})) is expect
+
+
+def test_oracle_gate_is_a_paired_test_that_a_coin_flip_fails() -> None:
+    """Broken variant: per-query differences of random sign (the old median >= 0 rule's coin flip)
+    miss the bar; consistently positive ones pass."""
+    from iclr25.methods.procedural_influence import paired_greater_p
+
+    gate = _gate("oracle_vs_graddot")
+    rng = np.random.default_rng(1)
+    base = rng.random(12)
+    coin = base + rng.normal(0, 0.05, 12)
+    better = base + 0.05 + rng.random(12) * 0.01
+    for delta, expect in ((coin, False), (better, True)):
+        p = paired_greater_p(delta, base)
+        assert gate.holds(gate.statistic({"ekfac": {"oracle_p_vs_graddot": p}})) is expect
+    assert paired_greater_p(base, base) == 1.0
+
+
 def test_corpus_is_deterministic_and_labelled() -> None:
     cfg = CorpusConfig(n_arithmetic=30, n_slope=30, n_linear=10, n_procedures=4, n_facts=5, n_filler=10,
                        holdout_problems=5)  # fmt: skip
@@ -75,11 +135,30 @@ def test_corpus_is_deterministic_and_labelled() -> None:
     for d in a.docs:
         if d.kind == "worked":
             assert d.source == "qa_forum" and d.problem and d.equations
+            prompt = query_prompts(d.task, d.problem, d.template)
+            assert d.text.removeprefix(prompt + " ") in valid_solutions(d.task, d.problem, d.template)
         if d.kind == "fact":
             assert d.source == "encyclopedia" and len(d.fact_ids) == 1
     stated = {(d.task, d.problem) for d in a.docs if d.problem}
     for task, pool in a.holdout.items():
         assert not any((task, p) in stated for p in pool)
+
+
+def test_worked_solutions_are_paraphrased() -> None:
+    """Every step has 3 wordings; the corpus uses more than one wording of each step."""
+    from iclr25.methods.procedural_influence.corpus import N_WORDINGS, n_steps
+
+    assert N_WORDINGS == 3
+    for task, p in (("arithmetic", (3, 4, 2)), ("slope", (1, 2, 3, 6)), ("linear", (2, 1, 7))):
+        for t in (0, 1):
+            sols = valid_solutions(task, p, t)
+            assert len(sols) == N_WORDINGS ** n_steps(task)
+            assert len({s.split()[-1] for s in sols}) == 1  # one answer, every wording
+    corpus = make_corpus(CorpusConfig(n_arithmetic=60, n_slope=10, n_linear=0, n_procedures=2, n_facts=2,
+                                      n_filler=2, holdout_problems=3), 0)  # fmt: skip
+    first_words = {d.text.split(" solution : ")[1].split()[0] for d in corpus.docs
+                   if d.kind == "worked" and d.task == "arithmetic" and d.template == 0}  # fmt: skip
+    assert first_words == {"x", "first", "add"}
 
 
 def test_planted_leak_trips_the_assertion() -> None:
@@ -135,5 +214,7 @@ def test_config_validation() -> None:
         InfluenceConfig(damping_factor=-1.0)
     with pytest.raises(ValueError, match="oracle_epochs"):
         ClaimConfig(oracle_epochs=50)
+    with pytest.raises(ValueError, match="damping_sweep"):
+        ClaimConfig(damping_sweep=(0.01,))
     assert InfluenceConfig().damping_factor is None  # the paper's rule, passed explicitly
     assert np.isclose(ClaimConfig().lm.lr, 5e-3)

@@ -289,3 +289,71 @@ def test_non_finite_scores_raise(tiny_world, tmp_path, monkeypatch) -> None:
     cfg = dataclasses.replace(icfg, cache_dir=str(tmp_path), strategy="identity")
     with pytest.raises(ValueError, match="non-finite"):
         compute_influence(model, docs, q, cfg)
+
+
+def test_datasets_and_dataloaders_give_the_same_scores_without_copying_the_model(tiny_world) -> None:
+    """Documents as a tensor dict, a datasets.Dataset or a DataLoader score alike; the model comes
+    back unwrapped (plain nn.Linear layers), trainable and with unchanged weights."""
+    from torch.utils.data import DataLoader
+
+    datasets = pytest.importorskip("datasets")
+
+    from iclr25.methods.procedural_influence import TensorDictDataset
+
+    corpus, tok, model, data, icfg, lm_cfg = tiny_world
+    q = _queries(corpus, tok, lm_cfg.context)
+    docs = {k: v[:8] for k, v in data.items()}
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = {n: p.requires_grad for n, p in model.named_parameters()}
+    types = {n: type(m) for n, m in model.named_modules()}
+    a = compute_influence(model, docs, q, icfg)
+    assert {n: type(m) for n, m in model.named_modules()} == types
+    assert {n: p.requires_grad for n, p in model.named_parameters()} == flags
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    hf = datasets.Dataset.from_dict({k: v.tolist() for k, v in docs.items()})
+    b = compute_influence(model, hf, q, icfg)
+    c = compute_influence(model, DataLoader(TensorDictDataset(docs), batch_size=3), q, icfg)
+    np.testing.assert_allclose(b.scores, a.scores, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(c.scores, a.scores, rtol=1e-5, atol=1e-8)
+    with pytest.raises(ValueError, match="lacks the columns"):
+        compute_influence(model, hf.remove_columns("labels"), q, icfg)
+    with pytest.raises(TypeError, match="documents must be"):
+        compute_influence(model, [1, 2, 3], q, icfg)
+
+
+def test_foreign_factors_and_damping_scale_change_the_scores(tiny_world) -> None:
+    from iclr25.methods.procedural_influence import build_lm
+
+    corpus, tok, model, data, icfg, lm_cfg = tiny_world
+    q = _queries(corpus, tok, lm_cfg.context)
+    docs = {k: v[:10] for k, v in data.items()}
+    a = compute_influence(model, docs, q, icfg)
+    other = build_lm(len(tok), lm_cfg, seed=7)
+    f = compute_influence(model, docs, q, icfg, factors_from=other)
+    assert f.key != a.key and not np.allclose(f.scores, a.scores)
+    same = compute_influence(model, docs, q, icfg, damping_scale=0.1)  # kronfluence's own rule
+    np.testing.assert_allclose(same.scores, a.scores, rtol=1e-6)
+    heavy = compute_influence(model, docs, q, icfg, damping_scale=10.0)
+    assert heavy.key != a.key and np.abs(heavy.scores).max() < np.abs(a.scores).max()
+    with pytest.raises(ValueError, match="damping_scale"):
+        compute_influence(model, docs, q, dataclasses.replace(icfg, strategy="kfac"), damping_scale=1.0)
+
+
+def test_damping_scale_file_edit_is_exact(tmp_path) -> None:
+    """After the edit, kronfluence's rule (divide by N, add 0.1 x mean) gives Lambda + c x mean."""
+    from safetensors.torch import load_file, save_file
+
+    from iclr25.methods.procedural_influence.influence import _damp_factor_files
+
+    src, dst = tmp_path / "f", tmp_path / "g"
+    src.mkdir()
+    lam = torch.rand(4, 6, dtype=torch.float64) * 50
+    n = torch.tensor(25, dtype=torch.int64)
+    save_file({"m": lam}, src / "lambda_matrix.safetensors")
+    save_file({"m": n}, src / "num_lambda_processed.safetensors")
+    for c in (1.0, 10.0):
+        _damp_factor_files(src, dst, c)
+        edited = load_file(dst / "lambda_matrix.safetensors")["m"] / n
+        damped = edited + 0.1 * edited.mean()
+        expect = lam / n + c * (lam / n).mean()
+        torch.testing.assert_close(damped, expect)

@@ -22,9 +22,12 @@ __all__ = [
     "group_correlations",
     "kind_share_topk",
     "normalize_per_nat",
+    "paired_greater_p",
+    "partial_spearman",
     "permute_per_query",
     "powerlaw_slope",
     "query_correlation_matrix",
+    "shuffle_pairing",
     "source_overrepresentation",
     "topk_coverage",
     "topk_indices",
@@ -234,3 +237,77 @@ def permute_per_query(scores: np.ndarray, seed: int) -> np.ndarray:
     """Negative control: each query's scores shuffled over documents independently. [Q, D]."""
     rng = np.random.default_rng(seed)
     return np.stack([row[rng.permutation(len(row))] for row in scores])
+
+
+def shuffle_pairing(scores: np.ndarray, seed: int) -> np.ndarray:
+    """Negative control: documents' scores paired with the wrong documents, one permutation shared
+    by every query (query-query correlations are unchanged; which document scores what is not). [Q, D]."""
+    rng = np.random.default_rng([seed, 43])
+    return scores[:, rng.permutation(scores.shape[1])]
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(x, method="average").astype(float)
+
+
+def partial_spearman(scores: np.ndarray, indicator: np.ndarray, covariate: np.ndarray) -> np.ndarray:
+    """Per query: the Spearman partial correlation of its scores with ``indicator`` given ``covariate``.
+
+    Ranks of the scores and of the covariate (ties averaged) and the indicator are each regressed
+    linearly on the covariate's ranks; the result is the Pearson r of the two residuals, i.e. the
+    part of the association that the covariate (e.g. BM25 word overlap) does not explain.
+
+    Args:
+        scores: [Q, D] influence scores.
+        indicator: [D] 0/1 (or real) document property.
+        covariate: [Q, D] per-query covariate (e.g. BM25 scores of the same query).
+
+    Returns:
+        [Q] partial correlations (0 where a residual is constant).
+
+    Raises:
+        ValueError: mismatched shapes.
+    """
+    scores, covariate = np.asarray(scores, float), np.asarray(covariate, float)
+    ind = np.asarray(indicator, float)
+    if scores.shape != covariate.shape or scores.shape[1] != len(ind):
+        raise ValueError(f"shapes {scores.shape}, {covariate.shape} and {ind.shape} do not match")
+    out = np.zeros(len(scores))
+
+    def resid(y: np.ndarray, design: np.ndarray) -> np.ndarray:
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        return y - design @ coef
+
+    for i, (s, c) in enumerate(zip(scores, covariate, strict=True)):
+        design = np.column_stack([np.ones(len(c)), _ranks(c)])
+        rs = _ranks(s)
+        a, b = resid(rs, design), resid(ind, design)
+        na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+        # a residual at rounding level means the covariate explains everything: no partial r
+        constant = na <= 1e-9 * max(1.0, float(np.linalg.norm(rs))) or nb <= 1e-9 * max(
+            1.0, float(np.linalg.norm(ind))
+        )
+        out[i] = 0.0 if constant else float(a @ b) / (na * nb)
+    return out
+
+
+def paired_greater_p(a: np.ndarray, b: np.ndarray) -> float:
+    """One-sided Wilcoxon signed-rank p-value that ``a`` exceeds ``b`` (paired; zeros dropped).
+
+    Returns 1.0 when every difference is zero (no evidence either way).
+
+    Raises:
+        ValueError: mismatched or empty inputs.
+    """
+    from scipy.stats import wilcoxon
+
+    d = np.asarray(a, float) - np.asarray(b, float)
+    if d.ndim != 1 or len(d) == 0 or np.shape(a) != np.shape(b):
+        raise ValueError(f"need two equally long non-empty vectors, got {np.shape(a)} and {np.shape(b)}")
+    if not np.isfinite(d).all():
+        raise ValueError("non-finite differences")
+    if not (d != 0).any():
+        return 1.0
+    return float(wilcoxon(d, alternative="greater", zero_method="wilcox").pvalue)

@@ -13,6 +13,7 @@ still appear in other documents (as in the paper), but no document states a quer
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,7 +26,9 @@ __all__ = [
     "Query",
     "assert_no_leak",
     "make_corpus",
+    "n_steps",
     "query_prompts",
+    "valid_solutions",
 ]
 
 #: Reasoning tasks of the corpus; the first two also get queries (the 7B model's tasks).
@@ -182,6 +185,18 @@ _STRUCTURE: tuple[str, ...] = (
     "pay",
     "sold",
     "took",
+    "makes",
+    "adding",
+    "gives",
+    "taking",
+    "so",
+    "we",
+    "get",
+    "up",
+    "across",
+    "going",
+    "ratio",
+    "move",
 )
 
 
@@ -339,31 +354,83 @@ def query_prompts(task: str, p: tuple[int, ...], template: int) -> str:
     raise ValueError(f"unknown task {task!r}")
 
 
-def _solution(task: str, p: tuple[int, ...], template: int) -> str:
-    """The worked solution that follows :func:`query_prompts` (the gold completion)."""
+# Every step of a worked solution has three wordings (the paper's chain-of-thought completions are
+# free-form text, not one fixed string). A document draws each step's wording at random, so the
+# wording tokens keep an irreducible loss of about ln 3 nats per step after training, whereas with
+# one fixed wording the format is learnt exactly and all remaining loss sits on the numbers.
+_WORDINGS: dict[tuple[str, int], tuple[tuple[str, ...], ...]] = {
+    ("arithmetic", 0): (
+        ("x = {a} + {b} = {s} ;", "first {a} + {b} = {s} ;", "add {a} and {b} : {s} ;"),
+        ("y = {s} - {c} = {r} ;", "then {s} - {c} = {r} ;", "subtract {s} - {c} : {r} ;"),
+        ("answer {r}", "so answer {r}", "answer is {r}"),
+    ),
+    ("arithmetic", 1): (
+        ("step {a} plus {b} is {s} .", "first {a} plus {b} makes {s} .", "adding {a} and {b} gives {s} ."),
+        ("step {s} minus {c} is {r} .", "then {s} minus {c} makes {r} .", "taking {c} from {s} gives {r} ."),
+        ("result {r}", "the result is {r}", "so we get {r}"),
+    ),
+    ("slope", 0): (
+        ("dy = {y2} - {y1} = {dy} ;", "rise = {y2} - {y1} = {dy} ;", "up {y2} - {y1} = {dy} ;"),
+        ("dx = {x2} - {x1} = {dx} ;", "run = {x2} - {x1} = {dx} ;", "across {x2} - {x1} = {dx} ;"),
+        ("slope = {dy} / {dx} = {k} ;", "ratio {dy} / {dx} = {k} ;", "so {dy} / {dx} = {k} ;"),
+        ("answer {k}", "answer is {k}", "slope {k}"),
+    ),
+    ("slope", 1): (
+        ("rise {y2} minus {y1} is {dy} .", "the rise {y2} minus {y1} makes {dy} .",
+         "going up {y2} minus {y1} gives {dy} ."),
+        ("run {x2} minus {x1} is {dx} .", "the run {x2} minus {x1} makes {dx} .",
+         "going across {x2} minus {x1} gives {dx} ."),
+        ("{dy} over {dx} is {k} .", "divide {dy} by {dx} to get {k} .", "{dy} over {dx} makes {k} ."),
+        ("result {k}", "the result is {k}", "so we get {k}"),
+    ),
+    ("linear", 0): (
+        ("{a} x = {c} - {b} = {d} ;", "so {a} x = {c} - {b} = {d} ;", "move {b} : {a} x = {c} - {b} = {d} ;"),
+        ("x = {d} / {a} = {x} ;", "then x = {d} / {a} = {x} ;", "divide {d} / {a} = {x} ;"),
+        ("answer {x}", "answer is {x}", "so answer {x}"),
+    ),
+    ("linear", 1): (
+        ("step {c} minus {b} is {d} .", "first {c} minus {b} makes {d} .", "taking {b} from {c} gives {d} ."),
+        ("step {d} over {a} is {x} .", "then {d} over {a} makes {x} .", "divide {d} by {a} to get {x} ."),
+        ("result {x}", "the result is {x}", "so we get {x}"),
+    ),
+}  # fmt: skip
+
+#: Wordings per step of a worked solution.
+N_WORDINGS = 3
+
+
+def _fields(task: str, p: tuple[int, ...]) -> dict[str, int]:
     if task == "arithmetic":
         a, b, c = p
-        s, r = a + b, a + b - c
-        if template == 0:
-            return f"x = {a} + {b} = {s} ; y = {s} - {c} = {r} ; answer {r}"
-        return f"step {a} plus {b} is {s} . step {s} minus {c} is {r} . result {r}"
+        return {"a": a, "b": b, "c": c, "s": a + b, "r": a + b - c}
     if task == "slope":
         x1, y1, x2, y2 = p
         dy, dx = y2 - y1, x2 - x1
-        k = dy // dx
-        if template == 0:
-            return (
-                f"dy = {y2} - {y1} = {dy} ; dx = {x2} - {x1} = {dx} ; slope = {dy} / {dx} = {k} ; answer {k}"
-            )
-        return (
-            f"rise {y2} minus {y1} is {dy} . run {x2} minus {x1} is {dx} . {dy} over {dx} is {k} . result {k}"
-        )
+        return {"x1": x1, "y1": y1, "x2": x2, "y2": y2, "dy": dy, "dx": dx, "k": dy // dx}
     a, b, c = p
-    d = c - b
-    x = d // a
-    if template == 0:
-        return f"{a} x = {c} - {b} = {d} ; x = {d} / {a} = {x} ; answer {x}"
-    return f"step {c} minus {b} is {d} . step {d} over {a} is {x} . result {x}"
+    return {"a": a, "b": b, "c": c, "d": c - b, "x": (c - b) // a}
+
+
+def n_steps(task: str) -> int:
+    """Wording slots (steps plus the final answer) of a task's worked solution."""
+    return len(_WORDINGS[(task, 0)])
+
+
+def _solution(task: str, p: tuple[int, ...], template: int, wording: Sequence[int] | None = None) -> str:
+    """The worked solution that follows :func:`query_prompts`, one wording per step (default: the
+    first wording of every step)."""
+    slots = _WORDINGS[(task, template)]
+    wording = [0] * len(slots) if wording is None else list(wording)
+    if len(wording) != len(slots) or not all(0 <= w < len(s) for w, s in zip(wording, slots, strict=True)):
+        raise ValueError(f"{task}: wording {wording} does not fit {len(slots)} steps")
+    f = _fields(task, p)
+    return " ".join(s[w].format(**f) for s, w in zip(slots, wording, strict=True))
+
+
+def valid_solutions(task: str, p: tuple[int, ...], template: int) -> set[str]:
+    """Every correct worked solution of a problem in a template (each combination of wordings)."""
+    slots = _WORDINGS[(task, template)]
+    return {_solution(task, p, template, w) for w in itertools.product(*(range(len(s)) for s in slots))}
 
 
 def _procedure(task: str, template: int, example: tuple[int, ...]) -> tuple[str, str, tuple[str, ...]]:
@@ -502,7 +569,8 @@ def make_corpus(cfg: object, seed: int) -> Corpus:
             p = seen[j % len(seen)]
             t = int(rng.integers(0, 2))
             steps, _ = _steps(task, p)
-            text = f"{query_prompts(task, p, t)} {_solution(task, p, t)}"
+            wording = [int(w) for w in rng.integers(0, N_WORDINGS, size=n_steps(task))]
+            text = f"{query_prompts(task, p, t)} {_solution(task, p, t, wording)}"
             docs.append(Document(text, "worked", task, "qa_forum", t, (), steps, p))
         for j in range(cfg.n_procedures if sizes[task] else 0):
             p = seen[int(rng.integers(0, len(seen)))]

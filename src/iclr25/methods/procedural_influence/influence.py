@@ -14,7 +14,6 @@ directory) and reads the scores back.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
@@ -26,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from iclr25.methods.procedural_influence.task import CausalLMInfluenceTask, resolve_tracked_modules
 
 __all__ = ["InfluenceResult", "TensorDictDataset", "cache_root", "compute_influence", "content_hash"]
 
 #: Bumped when the meaning of cached files changes.
-_CACHE_VERSION = "1"
+_CACHE_VERSION = "2"
 
 
 class TensorDictDataset(Dataset):
@@ -148,25 +147,131 @@ def _shuffle_factor_files(src: Path, dst: Path, mapping: dict[str, str]) -> None
         save_file({name: tensors[mapping.get(name, name)].contiguous() for name in tensors}, path)
 
 
+Documents = dict[str, torch.Tensor] | Dataset | DataLoader
+
+
+def _as_dataset(docs: object, what: str) -> Dataset:
+    """A map-style dataset of row dicts from a tensor dict, a ``datasets.Dataset`` (put in torch
+    format) or a ``DataLoader`` (its dataset; kronfluence batches by the config's batch sizes)."""
+    if isinstance(docs, DataLoader):
+        docs = docs.dataset
+    if isinstance(docs, dict):
+        return TensorDictDataset(docs)
+    try:
+        import datasets as hf_datasets
+    except ImportError:  # pragma: no cover - datasets ships with transformers' stack
+        hf_datasets = None
+    if hf_datasets is not None and isinstance(docs, hf_datasets.Dataset):
+        missing = {"input_ids", "attention_mask", "labels"} - set(docs.column_names)
+        if missing:
+            raise ValueError(f"{what}: the dataset lacks the columns {sorted(missing)}")
+        return docs.with_format("torch", columns=["input_ids", "attention_mask", "labels"])
+    if isinstance(docs, Dataset):
+        return docs
+    raise TypeError(
+        f"{what} must be a dict of tensors, a torch Dataset, a datasets.Dataset or a DataLoader, "
+        f"got {type(docs).__name__}"
+    )
+
+
+def _dataset_key(ds: Dataset) -> object:
+    """What the cache key hashes for a dataset: its tensors, its fingerprint, or every row."""
+    if isinstance(ds, TensorDictDataset):
+        return ds.tensors
+    fingerprint = getattr(ds, "_fingerprint", None)
+    if fingerprint is not None:  # a datasets.Dataset: the library's content fingerprint
+        return ["hf", fingerprint, len(ds)]
+    return [ds[i] for i in range(len(ds))]
+
+
+def _as_tensors(batch: object, what: str) -> dict[str, torch.Tensor]:
+    """Queries as one tensor dict (they are few; the nats need them in one batch)."""
+    ds = _as_dataset(batch, what)
+    if isinstance(ds, TensorDictDataset):
+        return ds.tensors
+    rows = [ds[i] for i in range(len(ds))]
+    if not rows:
+        raise ValueError(f"{what} is empty")
+    return {k: torch.stack([torch.as_tensor(r[k]) for r in rows]) for k in rows[0]}
+
+
+def _unwrap(model: torch.nn.Module, requires_grad: dict[str, bool], training: bool) -> None:
+    """Undo ``prepare_model`` in place: put every wrapped module back and restore the flags.
+
+    kronfluence wraps each tracked ``nn.Linear`` in a ``TrackedModule`` that holds the original
+    module (same parameters, no copy) and carries all of kronfluence's hooks, so swapping the
+    original back removes them.
+    """
+    from kronfluence.module.tracked_module import TrackedModule
+
+    for name, module in list(model.named_modules()):
+        if isinstance(module, TrackedModule):
+            parent_name, _, attr = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            setattr(parent, attr, module.original_module)
+    for name, param in model.named_parameters():
+        param.requires_grad_(requires_grad.get(name, True))
+    model.train(training)
+
+
+def _damp_factor_files(src: Path, dst: Path, scale: float) -> None:
+    """Copy an EK-FAC factor folder so that kronfluence's default damping gives ``scale`` x the
+    mean eigenvalue.
+
+    kronfluence divides the accumulated eigenvalues by their count ``N`` (``Λ = Λ_sum / N``) and,
+    with ``damping_factor=None``, adds ``0.1 · mean(Λ)``. Adding ``a · mean(Λ)`` to every
+    eigenvalue first makes that ``Λ + (a + 0.1 (1 + a)) mean(Λ)``, which is ``Λ + scale · mean(Λ)``
+    for ``a = (scale − 0.1) / 1.1``. Per module, like kronfluence's own rule.
+    """
+    from safetensors.torch import load_file, save_file
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    lam_path, n_path = dst / "lambda_matrix.safetensors", dst / "num_lambda_processed.safetensors"
+    if not lam_path.exists() or not n_path.exists():
+        raise ValueError("a damping scale needs EK-FAC factors (eigenvalue files not found)")
+    lam, counts = load_file(lam_path), load_file(n_path)
+    shift = (scale - 0.1) / 1.1
+    out = {}
+    for name, total in lam.items():
+        n = counts[name].to(total.dtype)
+        out[name] = (total + shift * torch.mean(total / n) * n).contiguous()
+    save_file(out, lam_path)
+
+
 def compute_influence(
     model: torch.nn.Module,
-    documents: dict[str, torch.Tensor],
-    queries: dict[str, torch.Tensor],
+    documents: Documents,
+    queries: Documents,
     cfg: object,
     *,
     shuffle_factors: bool = False,
-    factor_documents: dict[str, torch.Tensor] | None = None,
+    factors_from: torch.nn.Module | None = None,
+    damping_scale: float | None = None,
+    factor_documents: Documents | None = None,
     cpu: bool = True,
 ) -> InfluenceResult:
     """Influence of every document on every query with kronfluence (cached by content).
 
+    The model is prepared by kronfluence in place (its tracked ``nn.Linear`` layers are wrapped and
+    every parameter frozen) and restored when this returns, also on an error: nothing is copied.
+    Do not use the model from another thread meanwhile.
+
     Args:
-        model: the trained causal LM (left untouched: a deep copy is prepared, Trap 5).
-        documents: encoded documents (``input_ids``, ``attention_mask``, ``labels``), each [D, T].
-        queries: encoded queries, labels -100 on the prompt, each [Q, T].
+        model: the trained causal LM.
+        documents: encoded documents with ``input_ids``, ``attention_mask`` and ``labels`` (-100
+            on padding): a dict of [D, T] tensors, a torch ``Dataset`` of row dicts, a
+            ``datasets.Dataset`` with those columns, or a ``DataLoader`` over one of them (its
+            dataset is used; ``cfg`` sets the batch sizes).
+        queries: encoded queries in the same forms, labels -100 on the prompt, Q rows.
         cfg: an :class:`~iclr25.methods.procedural_influence.config.InfluenceConfig`.
-        shuffle_factors: negative control: fit the factors, then give every tracked module another
+        shuffle_factors: diagnostic: fit the factors, then give every tracked module another
             layer's factors before scoring.
+        factors_from: negative control: precondition with the EK-FAC factors fitted on this other
+            model (same architecture, e.g. another seed) instead of ``model``'s own.
+        damping_scale: damping as this multiple of each module's mean eigenvalue (EK-FAC only;
+            None = ``cfg.damping_factor``, whose None is kronfluence's 0.1 x mean eigenvalue).
         factor_documents: documents to fit the factors on (default: ``documents``).
         cpu: run kronfluence on the CPU (False: its default device, e.g. a GPU at paper scale).
 
@@ -174,7 +279,9 @@ def compute_influence(
         The :class:`InfluenceResult` (scores [Q, D], positive = helpful).
 
     Raises:
-        ValueError: no trackable module, or non-finite scores.
+        ValueError: no trackable module, non-finite scores, or a damping scale that is not
+            applicable.
+        TypeError: documents or queries of an unsupported type.
     """
     try:
         from kronfluence.analyzer import Analyzer, prepare_model
@@ -185,32 +292,38 @@ def compute_influence(
         ) from err
     from iclr25.methods.procedural_influence.lm import completion_nll
 
-    fit_docs = documents if factor_documents is None else factor_documents
+    if damping_scale is not None:
+        if cfg.strategy != "ekfac" or cfg.damping_factor is not None:
+            raise ValueError("damping_scale needs strategy='ekfac' and damping_factor=None")
+        if damping_scale < 0.1:
+            raise ValueError(f"damping_scale must be >= 0.1 (kronfluence's own rule), got {damping_scale}")
+    doc_ds = _as_dataset(documents, "documents")
+    fit_ds = doc_ds if factor_documents is None else _as_dataset(factor_documents, "factor_documents")
+    query_tensors = _as_tensors(queries, "queries")
     tracked = resolve_tracked_modules(model, cfg.tracked)
-    settings = {k: v for k, v in asdict(cfg).items() if k != "cache_dir"}
-    factors_key = content_hash(model.state_dict(), fit_docs, settings, tracked)
-    key = content_hash(factors_key, documents, queries, shuffle_factors)
+    # the factors depend on the model, the fitting documents and the factor settings only
+    score_only = {"cache_dir", "damping_factor", "train_batch_size", "query_batch_size"}
+    settings = {k: v for k, v in asdict(cfg).items() if k not in score_only}
+    source_model = model if factors_from is None else factors_from
+    if factors_from is not None and resolve_tracked_modules(factors_from, cfg.tracked) != tracked:
+        raise ValueError("factors_from must track the same modules as the model")
+    fit_key = _dataset_key(fit_ds)
+    factors_key = content_hash(source_model.state_dict(), fit_key, settings, tracked)
+    key = content_hash(
+        factors_key, _dataset_key(doc_ds), query_tensors, shuffle_factors, damping_scale,
+        cfg.damping_factor, factors_from is not None,
+    )  # fmt: skip
     root = cache_root(cfg.cache_dir)
     cached = root / f"scores_{key}.npz"
     device = next(model.parameters()).device
-    nats = completion_nll(model, {k: v.to(device) for k, v in queries.items()}).double().cpu().numpy()
+    nats = completion_nll(model, {k: v.to(device) for k, v in query_tensors.items()}).double().cpu().numpy()
     if cached.exists():
         with np.load(cached) as z:
             return InfluenceResult(z["scores"], nats, cfg.strategy, tracked, key)
 
     task = CausalLMInfluenceTask(tracked, sample_seed=cfg.sample_seed)
-    prepared = prepare_model(copy.deepcopy(model), task)
     logging.getLogger("kronfluence").setLevel(logging.WARNING)
-    analyzer = Analyzer(
-        analysis_name=f"lm_{factors_key}",
-        model=prepared,
-        task=task,
-        cpu=cpu,
-        disable_tqdm=True,
-        log_level=logging.WARNING,
-        output_dir=str(root / "kronfluence"),
-    )
-    n_fit = min(cfg.factor_max_examples, len(fit_docs["input_ids"]))
+    n_fit = min(cfg.factor_max_examples, len(fit_ds))
     factor_args = FactorArguments(
         strategy=cfg.strategy,
         use_empirical_fisher=cfg.use_empirical_fisher,
@@ -218,13 +331,39 @@ def compute_influence(
         lambda_max_examples=n_fit,
     )
     factors_name = f"{cfg.strategy}_{factors_key}"
-    analyzer.fit_all_factors(
-        factors_name=factors_name,
-        dataset=TensorDictDataset(fit_docs),
-        per_device_batch_size=cfg.factor_batch_size,  # explicit: no out-of-memory search (Trap 6)
-        factor_args=factor_args,
-        overwrite_output_dir=False,  # the name carries the content hash, so a hit is a true hit
-    )
+    out_dir = str(root / "kronfluence")
+
+    def analyzer_for(net: torch.nn.Module) -> Analyzer:
+        return Analyzer(
+            analysis_name="lm",
+            model=net,
+            task=task,
+            cpu=cpu,
+            disable_tqdm=True,
+            log_level=logging.WARNING,
+            output_dir=out_dir,
+        )
+
+    def prepared(net: torch.nn.Module):
+        """``prepare_model`` in place, undone on exit (no deep copy, Trap 5)."""
+        flags = {n: p.requires_grad for n, p in net.named_parameters()}
+        training = net.training
+        prepare_model(net, task)
+        return flags, training
+
+    flags, training = prepared(source_model)
+    try:
+        analyzer = analyzer_for(source_model)
+        # every analysis shares one folder: factor and score names carry the content hashes
+        analyzer.fit_all_factors(
+            factors_name=factors_name,
+            dataset=fit_ds,
+            per_device_batch_size=cfg.factor_batch_size,  # explicit: no out-of-memory search (Trap 6)
+            factor_args=factor_args,
+            overwrite_output_dir=False,  # the name carries the content hash, so a hit is a true hit
+        )
+    finally:
+        _unwrap(source_model, flags, training)
     if shuffle_factors:
         shuffled = f"{factors_name}_shuffled"
         _shuffle_factor_files(
@@ -233,20 +372,31 @@ def compute_influence(
             _layer_permutation(tracked),
         )
         factors_name = shuffled
-    # damping passed explicitly: None is kronfluence's "0.1 x mean eigenvalue" rule (Trap 4)
-    score_args = ScoreArguments(damping_factor=cfg.damping_factor)
-    scores_name = f"scores_{key}"
-    analyzer.compute_pairwise_scores(
-        scores_name=scores_name,
-        factors_name=factors_name,
-        query_dataset=TensorDictDataset(queries),
-        train_dataset=TensorDictDataset(documents),
-        per_device_query_batch_size=cfg.query_batch_size,
-        per_device_train_batch_size=cfg.train_batch_size,
-        score_args=score_args,
-        overwrite_output_dir=True,
-    )
-    scores = analyzer.load_pairwise_scores(scores_name)["all_modules"].double().cpu().numpy()
+    if damping_scale is not None and damping_scale != 0.1:
+        damped = f"{factors_name}_damp{damping_scale:g}"
+        _damp_factor_files(
+            analyzer.factors_output_dir(factors_name), analyzer.factors_output_dir(damped), damping_scale
+        )
+        factors_name = damped
+    flags, training = prepared(model)
+    try:
+        analyzer = analyzer_for(model)
+        # damping passed explicitly: None is kronfluence's "0.1 x mean eigenvalue" rule (Trap 4)
+        score_args = ScoreArguments(damping_factor=cfg.damping_factor)
+        scores_name = f"scores_{key}"
+        analyzer.compute_pairwise_scores(
+            scores_name=scores_name,
+            factors_name=factors_name,
+            query_dataset=TensorDictDataset(query_tensors),
+            train_dataset=doc_ds,
+            per_device_query_batch_size=cfg.query_batch_size,
+            per_device_train_batch_size=cfg.train_batch_size,
+            score_args=score_args,
+            overwrite_output_dir=True,
+        )
+        scores = analyzer.load_pairwise_scores(scores_name)["all_modules"].double().cpu().numpy()
+    finally:
+        _unwrap(model, flags, training)
     if not np.isfinite(scores).all():
         raise ValueError("kronfluence returned non-finite influence scores")
     shutil.rmtree(analyzer.scores_output_dir(scores_name), ignore_errors=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +22,14 @@ import torch
 import torch.nn.functional as F
 
 from iclr25._core.claims import ProgressFn, no_progress
-from iclr25.methods.procedural_influence.corpus import TASKS, Corpus, Query, _solution, _steps, query_prompts
+from iclr25.methods.procedural_influence.corpus import (
+    TASKS,
+    Corpus,
+    Query,
+    _steps,
+    query_prompts,
+    valid_solutions,
+)
 
 __all__ = [
     "Checkpoint",
@@ -173,6 +180,7 @@ def train_lm(
     start: Checkpoint | None = None,
     exclude: Collection[int] = (),
     checkpoint_epoch: int | None = None,
+    on_epoch: Callable[[int, torch.nn.Module], None] | None = None,
     progress: ProgressFn = no_progress,
 ) -> tuple[list[float], Checkpoint | None]:
     """Train on the encoded corpus with AdamW, linear warm-up and cosine decay to 10 % (in place).
@@ -185,6 +193,8 @@ def train_lm(
         start: resume from this checkpoint (replay) instead of epoch 0.
         exclude: document indices whose loss weight is zero (the batches stay the same).
         checkpoint_epoch: return the state at the start of this epoch.
+        on_epoch: called as ``on_epoch(epoch, model)`` after every epoch (e.g. a validation
+            loss); the model is in ``eval()`` mode during the call and back in ``train()`` after.
         progress: progress callback.
 
     Returns:
@@ -231,6 +241,10 @@ def train_lm(
             opt.step()
             run += float(loss.detach())
         losses.append(run / steps_per_epoch)
+        if on_epoch is not None:
+            model.eval()
+            on_epoch(epoch, model)
+            model.train()
         progress("training", epoch + 1, cfg.epochs)
     model.eval()
     return losses, ckpt
@@ -295,7 +309,7 @@ def make_queries(
             steps, ans = _steps(task, p)
             prompt = query_prompts(task, p, t)
             comp = greedy_complete(model, tok, prompt, max_new=context, context=context)
-            ok = comp.split()[-1:] == [ans] and comp == _solution(task, p, t)
+            ok = comp.split()[-1:] == [ans] and comp in valid_solutions(task, p, t)  # any wording
             queries.append(Query(prompt, comp if comp.strip() else ".", task, t, ok, steps, -1, p, ans))
         for j in range(n_control):
             p, t = pool[int(pick[n_reasoning + j])], j % 2
