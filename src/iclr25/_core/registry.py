@@ -154,6 +154,7 @@ REGISTRY: dict[str, Entry] = {
             extra="invmsafold",
             smoke_s=20.0,
             full_s=300.0,
+            long_s=1800.0,
             artefacts=(
                 Artefact(
                     method="invmsafold",

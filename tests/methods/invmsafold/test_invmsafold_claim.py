@@ -4,7 +4,10 @@ held-out-fold split; the gates' falsifiers on broken metrics."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+
+import pytest
 
 from iclr25._core.claims import RunResult, Verdict, judge
 from iclr25.methods.invmsafold.claim import _MATCH_TEMPS, _SMOKE, CLAIM, _world_data
@@ -154,3 +157,14 @@ def test_smoke_repaired_references(smoke_runs) -> None:
     assert {"fold_success_seen_vs_unseen", "if_ar_diversity_matching"} <= set(
         smoke_runs("invmsafold")[0].series
     )
+
+
+def test_long_budget_trains_ar_at_the_paper_rate():
+    from iclr25.methods.invmsafold.claim import _ar_train
+
+    full, long = CLAIM.budgets["full"].config, CLAIM.budgets["long"].config
+    assert long.ar_lr == 1.27e-4 and long.ar_steps > full.ar_steps
+    assert _ar_train(long, long.train).lr == 1.27e-4 and _ar_train(full, full.train).lr == full.train.lr
+    assert dataclasses.replace(long, ar_lr=None, ar_steps=full.ar_steps, val_every=full.val_every) == full
+    with pytest.raises(ValueError, match="ar_lr"):
+        dataclasses.replace(full, ar_lr=0.0)

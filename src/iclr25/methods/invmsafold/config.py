@@ -273,6 +273,11 @@ class ClaimConfig:
         source="deviation: convergence (at 1000 steps the AR validation NLL still fell 0.07 nats over "
         "the last fifth with 320 folds; PW had plateaued; measured)",
     )
+    ar_lr: float | None = param(
+        None,
+        doc="learning rate of InvMSAFold-AR and of the native-only control (None: train.lr)",
+        source="paper: App., 1.27e-4 for AR (the long budget; full keeps train.lr for its step budget)",
+    )
     pretrained_ifar: bool = param(
         True,
         doc="use the shipped IF-AR (trained on the natives of every trainable fold); False trains it here",
@@ -308,3 +313,5 @@ class ClaimConfig:
         )
         if self.decoder.q != 20:
             raise ValueError("ClaimConfig.decoder.q must be 20 (the lattice alphabet)")
+        if self.ar_lr is not None and not self.ar_lr > 0:
+            raise ValueError(f"ClaimConfig.ar_lr must be positive or None, got {self.ar_lr}")
