@@ -342,6 +342,16 @@ REGISTRY: dict[str, Entry] = {
             full_s=300.0,
             demo="iclr25.methods.gense.pipeline:demo",
             threads=2,
+            artefacts=(
+                Artefact(
+                    method="gense",
+                    name="codec",
+                    recipe="iclr25.methods.gense.foundations:pretrain_codec",
+                    about="single-quantiser SimCodec (two-group stage, then the re-organised product "
+                    "book) on clean clips of the training voices",
+                    expected_s=3000.0,
+                ),
+            ),
         ),
     )
 }
