@@ -256,7 +256,7 @@ def check(
     preset: Annotated[
         str | None,
         typer.Option(
-            help="a paper preset of the config (see `iclr25 describe NAME`); same as --set preset=…"
+            help="a paper preset of the config (see `iclr25 describe NAME`), applied as --set overrides"
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="report folder (default: reports/<time>-<budget>)")] = None,
