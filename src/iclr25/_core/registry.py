@@ -223,6 +223,30 @@ REGISTRY: dict[str, Entry] = {
                     about="binary autoencoder (B-AE) of 16 x 16 shapes-world images, L1 + perceptual loss",
                     expected_s=650.0,
                 ),
+                Artefact(
+                    method="bigr",
+                    name="generators_seed0",
+                    recipe="iclr25.methods.bigr.generators:pretrain_generators_seed0",
+                    about="the claim's generators (BiGR, AR, per-bit, causal BiGR) on shapes-world seed 0, "
+                    "10,000 steps each",
+                    expected_s=2100.0,
+                ),
+                Artefact(
+                    method="bigr",
+                    name="generators_seed1",
+                    recipe="iclr25.methods.bigr.generators:pretrain_generators_seed1",
+                    about="the claim's generators (BiGR, AR, per-bit, causal BiGR) on shapes-world seed 1, "
+                    "10,000 steps each",
+                    expected_s=2100.0,
+                ),
+                Artefact(
+                    method="bigr",
+                    name="generators_seed2",
+                    recipe="iclr25.methods.bigr.generators:pretrain_generators_seed2",
+                    about="the claim's generators (BiGR, AR, per-bit, causal BiGR) on shapes-world seed 2, "
+                    "10,000 steps each",
+                    expected_s=2100.0,
+                ),
             ),
         ),
         Entry(

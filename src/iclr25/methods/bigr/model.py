@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from iclr25.methods.bigr.backbone import LlamaBackbone
+from iclr25.methods.bigr.checkpoint import _restore_train_state, _train_state
 from iclr25.methods.bigr.config import BiGRConfig
 from iclr25.methods.bigr.transcoder import BernoulliTranscoder, BitHead
 
@@ -181,6 +183,10 @@ def train_bigr(
     progress: Callable[[int, int], None] | None = None,
     on_eval: Callable[[int, nn.Module], None] | None = None,
     eval_every: int = 0,
+    stop: int | None = None,
+    state: Mapping[str, Any] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint_every: int = 500,
 ) -> tuple[list[float], nn.Module | None]:
     """AdamW training of any model with ``loss(bits, labels, generator=) -> {"loss": ...}``.
 
@@ -203,6 +209,12 @@ def train_bigr(
             last) with the model inference would use: the EMA copy if there is one, else the
             trained model (in eval mode for the call). Its RNG draws must not touch ``generator``.
         eval_every: steps between ``on_eval`` calls (0: never).
+        stop: end the run after this many steps (replaying the first steps of a longer run).
+        state: what ``checkpoint`` received in an interrupted run: training goes on from there
+            exactly as if never stopped (weights, EMA, optimiser, ``generator`` and torch's RNG).
+        checkpoint: called with the training state every ``checkpoint_every`` steps (after that
+            step's ``on_eval``), except after the last.
+        checkpoint_every: steps between checkpoints.
 
     Returns:
         ``(losses, ema_model_or_None)``.
@@ -218,9 +230,14 @@ def train_bigr(
         lr=lr, betas=betas,
     )  # fmt: skip
     ema = copy.deepcopy(model).eval() if ema_decay is not None else None
-    losses = []
+    start, losses = 0, []
+    if state is not None:
+        start, losses = _restore_train_state(dict(state), model, opt, None, generator)
+        if ema is not None:
+            ema.load_state_dict(state["ema"])
+    end = steps if stop is None else min(stop, steps)
     model.train()
-    for step in range(steps):
+    for step in range(start, end):
         idx = torch.randint(0, len(labels), (batch_size,), generator=generator)
         loss = model.loss(bits_fn(idx), labels[idx], generator=generator)["loss"]
         opt.zero_grad()
@@ -240,5 +257,8 @@ def train_bigr(
             with torch.no_grad():
                 on_eval(step + 1, target)
             model.train()
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < end:
+            saved = _train_state(step + 1, losses, model, opt, None, generator)
+            checkpoint({**saved, "ema": None if ema is None else ema.state_dict()})
     model.eval()
     return losses, ema
