@@ -194,7 +194,7 @@ REGISTRY: dict[str, Entry] = {
             extra="hessian_distill",
             smoke_s=20.0,
             full_s=260.0,
-            long_s=3600.0,
+            long_s=5400.0,
         ),
         Entry(
             name="bigr",
