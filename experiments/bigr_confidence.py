@@ -20,7 +20,8 @@ import torch
 from scipy.stats import spearmanr
 
 from iclr25.methods.bigr import BiGR, load_tokenizer, train_bigr
-from iclr25.methods.bigr.claim import _FULL, _encode_probs, _gen_config, _shapes
+from iclr25.methods.bigr.claim import _FULL
+from iclr25.methods.bigr.generators import bigr_config, encode_probs, shapes_data
 from iclr25.methods.bigr.sampling import _conditions
 
 
@@ -32,11 +33,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     cfg = dataclasses.replace(_FULL, n_val=10, n_test=10, steps=args.steps)
-    (Xtr, ytr, *_), n_cls = _shapes(cfg, 0)
+    (Xtr, ytr, *_), n_cls = shapes_data(cfg, 0)
     gen = torch.Generator().manual_seed(0)
-    p_tr = _encode_probs(load_tokenizer(), Xtr)
+    p_tr = encode_probs(load_tokenizer(), Xtr)
     torch.manual_seed(0)
-    model = BiGR(_gen_config(cfg, n_cls))
+    model = BiGR(bigr_config(cfg, n_cls))
     train_bigr(
         model,
         lambda idx: torch.bernoulli(p_tr[idx], generator=gen),

@@ -14,7 +14,8 @@ import torch
 
 from iclr25._core.config import apply_overrides
 from iclr25.methods.bigr import BiGR, BinaryAutoencoder, CausalAR, generate, train_bigr, train_tokenizer
-from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _encode_probs, _gen_config, _grid, _load
+from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _grid, _load
+from iclr25.methods.bigr.generators import bigr_config, encode_probs
 
 
 def main(out: str, seed: int, overrides: dict[str, str]) -> None:
@@ -31,8 +32,8 @@ def main(out: str, seed: int, overrides: dict[str, str]) -> None:
     grid = _grid(cfg)
     ae = BinaryAutoencoder(_ae_config(cfg))
     train_tokenizer(ae, Xtr, steps=cfg.ae_steps, batch_size=cfg.ae_batch, lr=cfg.ae_lr, generator=gen)
-    p_tr = _encode_probs(ae, Xtr)
-    bigr = BiGR(_gen_config(cfg, n_cls))
+    p_tr = encode_probs(ae, Xtr)
+    bigr = BiGR(bigr_config(cfg, n_cls))
     ar = CausalAR(
         code_dim=cfg.code_dim, grid=grid, num_classes=n_cls, dim=cfg.dim, depth=cfg.depth, heads=cfg.heads
     )
@@ -49,7 +50,7 @@ def main(out: str, seed: int, overrides: dict[str, str]) -> None:
     real = torch.stack([Xte[yte == c][0] for c in range(n_cls)])
     rows = {
         "real": real,
-        "reconstruction": _decode(ae, (_encode_probs(ae, real) > 0.5).float(), grid),
+        "reconstruction": _decode(ae, (encode_probs(ae, real) > 0.5).float(), grid),
         "BiGR": _decode(ae, bigr_bits, grid),
         "AR": _decode(ae, ar.generate(labels, cfg_scale=cfg.cfg_scale, generator=gen)[0], grid),
     }

@@ -12,7 +12,8 @@ import time
 import torch
 
 from iclr25.methods.bigr import BiGR, CausalAR, train_bigr
-from iclr25.methods.bigr.claim import _FULL, _gen_config, _grid
+from iclr25.methods.bigr.claim import _FULL, _grid
+from iclr25.methods.bigr.generators import bigr_config
 
 torch.set_num_threads(1)
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 100
@@ -30,12 +31,12 @@ def val_loss(model: torch.nn.Module) -> None:
 
 
 arms = {
-    "bigr": BiGR(_gen_config(cfg, n_cls)),
+    "bigr": BiGR(bigr_config(cfg, n_cls)),
     "ar": CausalAR(
         code_dim=cfg.code_dim, grid=grid, num_classes=n_cls, dim=cfg.dim, depth=cfg.depth, heads=cfg.heads
     ),
-    "perbit": BiGR(_gen_config(cfg, n_cls, head="bit")),
-    "causal": BiGR(_gen_config(cfg, n_cls, causal=True)),
+    "perbit": BiGR(bigr_config(cfg, n_cls, head="bit")),
+    "causal": BiGR(bigr_config(cfg, n_cls, causal=True)),
 }
 total = 0.0
 for arm, model in arms.items():

@@ -34,7 +34,8 @@ from iclr25.methods.bigr import (
     train_feature_net,
     train_tokenizer,
 )
-from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _encode_probs, _grid, _shapes, _to_tensor
+from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _grid, _to_tensor
+from iclr25.methods.bigr.generators import encode_probs, shapes_data
 
 
 def main() -> None:
@@ -55,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     cfg = dataclasses.replace(_FULL, n_val=10, n_test=1000)
-    (Xtr, ytr, _, _, Xte, yte), n_cls = _shapes(cfg, args.seed)
+    (Xtr, ytr, _, _, Xte, yte), n_cls = shapes_data(cfg, args.seed)
     t0 = time.process_time()
     perceptual, feature_acc = None, None
     if args.perceptual_weight:
@@ -95,7 +96,7 @@ def main() -> None:
     )
     cpu = time.process_time() - t0
     ev = train_evaluator(Xtr, ytr, n_cls, steps=cfg.eval_steps, generator=gen)
-    p = _encode_probs(ae, Xte)
+    p = encode_probs(ae, Xte)
     rec = _decode(ae, (p > 0.5).float(), _grid(cfg))
     result = {
         "recon_l1": float((rec - Xte).abs().mean()),

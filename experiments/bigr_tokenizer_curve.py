@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from iclr25.methods.bigr import BinaryAutoencoder, conditional_accuracy, train_evaluator
-from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _encode_probs, _grid, _shapes
+from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _grid
+from iclr25.methods.bigr.generators import encode_probs, shapes_data
 
 
 def main() -> None:
@@ -33,7 +34,7 @@ def main() -> None:
     res_blocks, k, emb = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
     torch.set_num_threads(1)
     cfg = dataclasses.replace(_FULL, n_val=10, n_test=500, ae_nf=nf, code_dim=k)
-    (Xtr, ytr, _, _, Xte, yte), n_cls = _shapes(cfg, 100)
+    (Xtr, ytr, _, _, Xte, yte), n_cls = shapes_data(cfg, 100)
     ev = train_evaluator(Xtr, ytr, n_cls, steps=cfg.eval_steps, generator=torch.Generator().manual_seed(100))
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)
@@ -52,7 +53,7 @@ def main() -> None:
         sched.step()
         if step % every == 0:
             ae.eval()
-            rec = _decode(ae, (_encode_probs(ae, Xte) > 0.5).float(), _grid(cfg))
+            rec = _decode(ae, (encode_probs(ae, Xte) > 0.5).float(), _grid(cfg))
             print(
                 f"step {step} cpu={time.process_time() - t0:.0f}s L1={float((rec - Xte).abs().mean()):.3f} "
                 f"recon_acc={conditional_accuracy(ev, rec, yte):.3f}",
@@ -68,7 +69,7 @@ def errors(ev, ae: BinaryAutoencoder, cfg, Xte: torch.Tensor, yte: torch.Tensor)
     from iclr25.common.data.shapes_world import ShapesWorld, WorldConfig
 
     ae.eval()
-    rec = _decode(ae, (_encode_probs(ae, Xte) > 0.5).float(), _grid(cfg))
+    rec = _decode(ae, (encode_probs(ae, Xte) > 0.5).float(), _grid(cfg))
     pred = ev(rec).argmax(-1).numpy()
     y = yte.numpy()
     world = ShapesWorld(

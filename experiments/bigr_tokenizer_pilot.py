@@ -24,7 +24,8 @@ from iclr25.methods.bigr import (
     train_evaluator,
     train_tokenizer,
 )
-from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _encode_probs, _grid, _shapes
+from iclr25.methods.bigr.claim import _FULL, _ae_config, _decode, _grid
+from iclr25.methods.bigr.generators import encode_probs, shapes_data
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
@@ -35,7 +36,7 @@ if __name__ == "__main__":
         _FULL, n_val=10, n_test=500, ae_nf=nf, ae_downsample=down, code_dim=k, backgrounds=bgs,
         ae_code_weight=cw,
     )  # fmt: skip
-    (Xtr, ytr, _, _, Xte, yte), n = _shapes(cfg, 100)
+    (Xtr, ytr, _, _, Xte, yte), n = shapes_data(cfg, 100)
     gen = torch.Generator().manual_seed(100)
     pix = linear_probe(Xtr[: cfg.n_probe].flatten(1), ytr[: cfg.n_probe], Xte.flatten(1), yte, max_iter=100)
     c0 = time.process_time()
@@ -44,7 +45,7 @@ if __name__ == "__main__":
     c1 = time.process_time()
     ev = train_evaluator(Xtr, ytr, n, steps=cfg.eval_steps, generator=gen)
     c2 = time.process_time()
-    p = _encode_probs(ae, Xte)
+    p = encode_probs(ae, Xte)
     rec = _decode(ae, (p > 0.5).float(), _grid(cfg))
     ent = -(p * p.clamp_min(1e-6).log2() + (1 - p) * (1 - p).clamp_min(1e-6).log2()).mean()
     print(

@@ -26,7 +26,8 @@ from iclr25.methods.bigr import (
     train_bigr,
     train_evaluator,
 )
-from iclr25.methods.bigr.claim import _FULL, _decode, _encode_probs, _gen_config, _grid, _shapes
+from iclr25.methods.bigr.claim import _FULL, _decode, _grid
+from iclr25.methods.bigr.generators import bigr_config, encode_probs, shapes_data
 
 
 def main() -> None:
@@ -36,10 +37,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     cfg = _FULL
-    (Xtr, ytr, Xva, _, Xte, yte), n_cls = _shapes(cfg, args.seed)
+    (Xtr, ytr, Xva, _, Xte, yte), n_cls = shapes_data(cfg, args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     ae = load_tokenizer()
-    p_tr = _encode_probs(ae, Xtr)
+    p_tr = encode_probs(ae, Xtr)
     ev = train_evaluator(Xtr, ytr, n_cls, steps=cfg.eval_steps, generator=gen)
     labels = torch.arange(cfg.n_samples) % n_cls
     floor = fid_proxy(ev, Xte, torch.cat([Xva, Xtr])[: cfg.n_samples])
@@ -50,7 +51,7 @@ def main() -> None:
     for steps in args.steps:
         for head in ("transcoder", "bit"):
             torch.manual_seed(args.seed)
-            model = BiGR(_gen_config(cfg, n_cls, head=head))
+            model = BiGR(bigr_config(cfg, n_cls, head=head))
             t0 = time.perf_counter()
             losses, _ = train_bigr(
                 model, lambda idx: torch.bernoulli(p_tr[idx], generator=gen), ytr, steps=steps,

@@ -12,25 +12,26 @@ import torch
 
 from iclr25._core.convergence import read_curve
 from iclr25.methods.bigr import BiGR, CausalAR, load_tokenizer, train_bigr
-from iclr25.methods.bigr.claim import _FULL, _encode_probs, _gen_config, _grid, _shapes, _val_loss_fn
+from iclr25.methods.bigr.claim import _FULL, _grid
+from iclr25.methods.bigr.generators import bigr_config, encode_probs, shapes_data, val_loss_fn
 
 torch.set_num_threads(1)
 arm, steps = sys.argv[1], int(sys.argv[2])
 seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 cfg = _FULL
-(xtr, ytr, xva, yva, _, _), n_cls = _shapes(cfg, seed)
+(xtr, ytr, xva, yva, _, _), n_cls = shapes_data(cfg, seed)
 ae = load_tokenizer()
-p_tr, p_va = _encode_probs(ae, xtr), _encode_probs(ae, xva)
+p_tr, p_va = encode_probs(ae, xtr), encode_probs(ae, xva)
 grid = _grid(cfg)
 model = {
-    "bigr": lambda: BiGR(_gen_config(cfg, n_cls)),
+    "bigr": lambda: BiGR(bigr_config(cfg, n_cls)),
     "ar": lambda: CausalAR(
         code_dim=cfg.code_dim, grid=grid, num_classes=n_cls, dim=cfg.dim, depth=cfg.depth, heads=cfg.heads
     ),
-    "perbit": lambda: BiGR(_gen_config(cfg, n_cls, head="bit")),
-    "causal": lambda: BiGR(_gen_config(cfg, n_cls, causal=True)),
+    "perbit": lambda: BiGR(bigr_config(cfg, n_cls, head="bit")),
+    "causal": lambda: BiGR(bigr_config(cfg, n_cls, causal=True)),
 }[arm]()
-val_loss = _val_loss_fn(p_va[: cfg.n_val_loss], yva[: cfg.n_val_loss], seed)
+val_loss = val_loss_fn(p_va[: cfg.n_val_loss], yva[: cfg.n_val_loss], seed)
 gen = torch.Generator().manual_seed(seed)
 xs: list[float] = []
 ys: list[float] = []

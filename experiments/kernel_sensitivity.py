@@ -54,7 +54,9 @@ def main() -> None:
     print("|---|---|---|---|")
     for c in result.claims:
         worst = max(c.differing, key=lambda d: d.relative, default=None)
-        where = "—" if worst is None else f"{worst.relative:.1%} ({worst.metric}: {worst.a:.4g} → {worst.b:.4g})"
+        where = (
+            "—" if worst is None else f"{worst.relative:.1%} ({worst.metric}: {worst.a:.4g} → {worst.b:.4g})"
+        )
         print(f"| {c.name} | {c.compared} | {len(c.differing)} | {where} |")
     for c in result.claims:
         moved = [(n, a, b) for n, a, b in c.medians if a != b and not (a != a and b != b)]

@@ -206,8 +206,7 @@ REGISTRY: dict[str, Entry] = {
             claim="masked binary-code generator: better linear probe than causal AR, fewer passes",
             extra="bigr",
             smoke_s=30.0,
-            full_s=280.0,
-            long_s=3450.0,
+            full_s=150.0,
             artefacts=(
                 Artefact(
                     method="bigr",

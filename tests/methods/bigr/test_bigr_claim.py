@@ -22,7 +22,8 @@ from iclr25.methods.bigr import (
     save_tokenizer,
     train_evaluator,
 )
-from iclr25.methods.bigr.claim import _FULL, CLAIM, _grid, _shapes, _tokenizer
+from iclr25.methods.bigr.claim import _FULL, CLAIM, _grid, _tokenizer
+from iclr25.methods.bigr.generators import SHIPPED_SEEDS, shapes_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -50,12 +51,13 @@ def test_smoke_deterministic(smoke_runs) -> None:
 
 def test_budgets_match_registry_and_gates_have_controls() -> None:
     entry = REGISTRY["bigr"]
-    smoke, full, long = CLAIM.budgets["smoke"], CLAIM.budgets["full"], CLAIM.budgets["long"]
+    smoke, full = CLAIM.budgets["smoke"], CLAIM.budgets["full"]
     assert (entry.smoke_s, entry.full_s, entry.full_seeds) == (smoke.seconds, full.seconds, full.seeds)
-    assert entry.long_s == long.total_seconds <= 3600
-    assert smoke.report_only and full.seeds >= 3 and long.seeds >= 3
-    # long trains the same recipe for longer, nothing else
-    assert dataclasses.replace(long.config, steps=full.config.steps) == full.config
+    assert set(CLAIM.budgets) == {"smoke", "full"} and entry.long_s == 0
+    assert smoke.report_only and full.seeds >= 3
+    # full evaluates the shipped generators of its seeds, trained by the recipe with full's config
+    assert full.config.generators == "shipped" and smoke.config.generators == "train"
+    assert set(range(full.seeds)) == set(SHIPPED_SEEDS)  # `iclr25 check` runs seeds 0 .. seeds - 1
     by_name = {c.name: c for c in CLAIM.criteria}
     for gate, control in (("probe_vs_causal", "init_probe_vs_causal"), ("fid_vs_ar", "perbit_fid_vs_ar"),
                           ("order_vs_random", "anti_vs_random")):  # fmt: skip
@@ -127,7 +129,7 @@ def test_shipped_tokenizer_fits_the_claim_and_reconstructs() -> None:
     far better than the same network untrained."""
     ae = load_tokenizer()
     assert (ae.cfg.resolution, ae.cfg.code_dim) == (_FULL.image_size, _FULL.code_dim)
-    (x, *_), _ = _shapes(dataclasses.replace(_FULL, n_train=64, n_val=1, n_test=1), 0)
+    (x, *_), _ = shapes_data(dataclasses.replace(_FULL, n_train=64, n_val=1, n_test=1), 0)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         codes = ae.encode(x)

@@ -31,6 +31,12 @@ from iclr25.methods.bigr.config import (
     xxl_d24,
     xxl_d32,
 )
+from iclr25.methods.bigr.generators import (
+    build_generator,
+    load_generators,
+    pretrain_generators,
+    train_arm,
+)
 from iclr25.methods.bigr.model import BiGR, check_bits, masked_count, train_bigr
 from iclr25.methods.bigr.perceptual import (
     FEATURE_NET,
@@ -106,6 +112,7 @@ __all__ = [
     "apply_rope",
     "bae_d24",
     "bae_d32",
+    "build_generator",
     "check_bits",
     "conditional_accuracy",
     "fid_proxy",
@@ -118,6 +125,7 @@ __all__ = [
     "l_d32_512",
     "linear_probe",
     "load_feature_net",
+    "load_generators",
     "load_official_state_dict",
     "load_state",
     "load_tokenizer",
@@ -127,6 +135,7 @@ __all__ = [
     "posterior_one",
     "precision_recall",
     "pretrain_feature_net",
+    "pretrain_generators",
     "pretrain_tokenizer",
     "q_sample",
     "rope_2d",
@@ -137,6 +146,7 @@ __all__ = [
     "timestep_embedding",
     "tiny",
     "to_official_names",
+    "train_arm",
     "train_bigr",
     "train_evaluator",
     "train_feature_net",

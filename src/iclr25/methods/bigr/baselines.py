@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.common import rng
 from iclr25.methods.bigr.backbone import LlamaBackbone
 from iclr25.methods.bigr.model import check_bits
 
@@ -88,7 +89,7 @@ class CausalAR(nn.Module):
         check_bits(bits, self.code_dim, self.num_tokens)
         if (labels < 0).any() or (labels >= self.num_classes).any():
             raise ValueError(f"labels must lie in [0, {self.num_classes})")
-        drop = torch.rand(len(labels), generator=generator) < self.class_dropout
+        drop = rng.rand(len(labels), generator=generator, device=labels.device) < self.class_dropout
         labels = torch.where(drop, torch.full_like(labels, self.null_class), labels)
         ids = pack_bits(bits)  # (B, N)
         logits = self.logits(ids[:, :-1], labels)  # (B, N, 2^K)
@@ -104,7 +105,7 @@ class CausalAR(nn.Module):
             raise ValueError(f"cfg_scale must be >= 0, got {cfg_scale}")
         b = len(labels)
         null = torch.full_like(labels, self.null_class)
-        ids = torch.zeros(b, 0, dtype=torch.long)
+        ids = torch.zeros(b, 0, dtype=torch.long, device=labels.device)
         for _ in range(self.num_tokens):
             if cfg_scale == 1.0:
                 logit = self.logits(ids, labels)[:, -1]
@@ -112,7 +113,7 @@ class CausalAR(nn.Module):
                 both = self.logits(torch.cat([ids, ids]), torch.cat([labels, null]))[:, -1]  # [cond; null]
                 lc, lu = both[:b], both[b:]
                 logit = lu + cfg_scale * (lc - lu)
-            nxt = torch.multinomial(F.softmax(logit / temperature, -1), 1, generator=generator)  # (B, 1)
+            nxt = rng.multinomial(F.softmax(logit / temperature, -1), 1, generator=generator)  # (B, 1)
             ids = torch.cat([ids, nxt], 1)
         return unpack_bits(ids, self.code_dim), self.num_tokens
 

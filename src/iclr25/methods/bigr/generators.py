@@ -15,6 +15,10 @@ check evaluates them. Each folder ``pretrained/generators_seed<s>/`` holds:
 
 The same functions build, train and read the generators when the check trains them itself
 (``--set generators=train``), so the two paths differ only in where the weights come from.
+
+References:
+    Hao et al., *BiGR*, ICLR 2025, arXiv:2410.14672, training setup (the generators are trained with
+    AdamW at a constant learning rate; inference reads an EMA of their weights).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "RECIPE_STEPS",
     "SHIPPED_SEEDS",
     "ArmTraining",
+    "bigr_config",
     "build_generator",
     "encode_probs",
     "generators_dir",
@@ -109,7 +114,8 @@ def encode_probs(ae: BinaryAutoencoder, x: torch.Tensor) -> torch.Tensor:
     return torch.cat([ae.encode(c).probs.flatten(2).transpose(1, 2) for c in x.split(500)])
 
 
-def _bigr_config(cfg: ClaimConfig, num_classes: int, **kw: Any) -> BiGRConfig:
+def bigr_config(cfg: ClaimConfig, num_classes: int, **kw: Any) -> BiGRConfig:
+    """The claim's BiGR generator config (``kw``: ``head="bit"``, ``causal=True`` for the controls)."""
     tc = TranscoderConfig(
         depth=cfg.transcoder_depth, width=cfg.dim, timesteps=cfg.timesteps, sample_steps=cfg.diffusion_steps
     )
@@ -134,7 +140,7 @@ def build_generator(arm: str, cfg: ClaimConfig, num_classes: int, seed: int) -> 
             dim=cfg.dim, depth=cfg.depth, heads=cfg.heads,
         )  # fmt: skip
     kw = {"bigr": {}, "perbit": {"head": "bit"}, "causal": {"causal": True}}[arm]
-    return BiGR(_bigr_config(cfg, num_classes, **kw))
+    return BiGR(bigr_config(cfg, num_classes, **kw))
 
 
 def val_loss_fn(probs: torch.Tensor, labels: torch.Tensor, seed: int) -> Callable[[nn.Module], float]:
@@ -145,8 +151,9 @@ def val_loss_fn(probs: torch.Tensor, labels: torch.Tensor, seed: int) -> Callabl
 
     def val_loss(model: nn.Module) -> float:
         g = torch.Generator().manual_seed(seed + 104729)
+        dev = next(model.parameters()).device  # the draws stay on the CPU generator
         parts = [
-            float(model.loss(b, y, generator=g)["loss"])  # type: ignore[operator]
+            float(model.loss(b.to(dev), y.to(dev), generator=g)["loss"])  # type: ignore[operator]
             for b, y in zip(bits.split(64), labels.split(64), strict=True)
         ]
         return float(np.mean(parts))
@@ -167,7 +174,7 @@ class ArmTraining:
 
 def train_arm(
     arm: str, model: nn.Module, cfg: ClaimConfig, probs: torch.Tensor, labels: torch.Tensor,
-    val_loss: Callable[[nn.Module], float], *, seed: int, progress: ProgressFn,
+    val_loss: Callable[[nn.Module], float], *, seed: int, progress: ProgressFn, device: str = "cpu",
     stop: int | None = None, state: Mapping[str, Any] | None = None,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
 ) -> ArmTraining:  # fmt: skip
@@ -176,6 +183,8 @@ def train_arm(
     ``cfg.n_evals`` times. Batches, masks and noise come from the arm's own generator.
 
     Args:
+        device: where the arm trains; every draw comes from the arm's CPU generator, so a run
+            repeats whatever the device, and the returned EMA model lives on the CPU.
         stop: end after this many steps (replay); the returned model is then the EMA so far.
         state: what ``checkpoint`` received in an interrupted run, to resume from.
         checkpoint: called with ``{"trainer", "val_steps", "val_curve", "seconds"}``.
@@ -195,14 +204,17 @@ def train_arm(
             checkpoint({"trainer": trainer, "val_steps": vs, "val_curve": vc,
                         "seconds": spent + time.perf_counter() - t0})  # fmt: skip
 
+    def bits(idx: torch.Tensor) -> torch.Tensor:  # drawn on the CPU, handed over where the batch is
+        return torch.bernoulli(probs[idx.cpu()], generator=gen).to(idx.device)
+
     losses, ema = train_bigr(
-        model, lambda idx: torch.bernoulli(probs[idx], generator=gen), labels, steps=cfg.steps,
+        model.to(device), bits, labels.to(device), steps=cfg.steps,
         batch_size=cfg.batch_size, lr=cfg.lr, ema_decay=cfg.ema_decay, generator=gen, on_eval=on_eval,
         eval_every=max(1, cfg.steps // cfg.n_evals), progress=lambda d, t: progress(f"train {arm}", d, t),
         stop=stop, state=state["trainer"] if state else None, checkpoint=save,
     )  # fmt: skip
     assert ema is not None
-    return ArmTraining(ema, losses, vs, vc, spent + time.perf_counter() - t0)
+    return ArmTraining(ema.cpu(), losses, vs, vc, spent + time.perf_counter() - t0)
 
 
 # ---------------------------------------------------------------------------------------------

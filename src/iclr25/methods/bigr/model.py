@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from iclr25.common import rng
 from iclr25.methods.bigr.backbone import LlamaBackbone
 from iclr25.methods.bigr.checkpoint import _restore_train_state, _train_state
 from iclr25.methods.bigr.config import BiGRConfig
@@ -128,7 +129,7 @@ class BiGR(nn.Module):
         b, n, k = bits.shape
         if (labels < 0).any() or (labels >= cfg.num_classes).any():
             raise ValueError(f"labels must lie in [0, {cfg.num_classes})")
-        drop = torch.rand(b, generator=generator) < cfg.class_dropout
+        drop = rng.rand(b, generator=generator, device=bits.device) < cfg.class_dropout
         labels = torch.where(drop, torch.full_like(labels, self.null_class), labels)
         if cfg.causal:
             # token i is predicted from [class, x_1 .. x_{i-1}]: shift the input right by one
@@ -137,10 +138,10 @@ class BiGR(nn.Module):
             cond = self.norm(hs[-1]) + self.pos_emb  # (B, N, D): class-token output predicts x_1
             loss = self.head.loss(bits.reshape(b * n, k), cond.reshape(b * n, -1), generator=generator)
             return {"loss": loss, "masked": torch.tensor(n)}
-        s = int(torch.randint(0, n, (1,), generator=generator))
+        s = int(rng.randint(0, n, (1,), generator=generator))
         m = masked_count(s, n)
-        order = torch.rand(b, n, generator=generator).argsort(1)
-        token_mask = torch.zeros(b, n, dtype=torch.bool)
+        order = rng.rand(b, n, generator=generator, device=bits.device).argsort(1)
+        token_mask = torch.zeros(b, n, dtype=torch.bool, device=bits.device)
         token_mask.scatter_(1, order[:, :m], True)
         cond = self(bits, labels, token_mask)  # (B, N, D)
         loss = self.head.loss(bits[token_mask], cond[token_mask], generator=generator)  # masked only
@@ -238,7 +239,7 @@ def train_bigr(
     end = steps if stop is None else min(stop, steps)
     model.train()
     for step in range(start, end):
-        idx = torch.randint(0, len(labels), (batch_size,), generator=generator)
+        idx = rng.randint(0, len(labels), (batch_size,), generator=generator, device=labels.device)
         loss = model.loss(bits_fn(idx), labels[idx], generator=generator)["loss"]
         opt.zero_grad()
         loss.backward()

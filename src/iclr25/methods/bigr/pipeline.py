@@ -139,7 +139,7 @@ class BiGRPipeline:
         if output_type == "pt":
             out: Any = images
         elif output_type in ("np", "pil"):
-            out = images.permute(0, 2, 3, 1).numpy()
+            out = images.permute(0, 2, 3, 1).cpu().numpy()
             if output_type == "pil":
                 from PIL import Image
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.common import rng
 from iclr25.methods.bigr.checkpoint import _restore_train_state, _train_state
 
 __all__ = [
@@ -148,7 +149,7 @@ def _fit_classifier(
     end = steps if stop is None else min(stop, steps)
     net.train()
     for step in range(start, end):
-        idx = torch.randint(0, len(images), (batch_size,), generator=generator)
+        idx = rng.randint(0, len(images), (batch_size,), generator=generator, device=images.device)
         loss = F.cross_entropy(net(images[idx]), labels[idx])
         opt.zero_grad()
         loss.backward()

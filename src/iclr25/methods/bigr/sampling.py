@@ -18,6 +18,7 @@ from typing import Literal
 
 import torch
 
+from iclr25.common import rng
 from iclr25.methods.bigr.model import BiGR
 
 __all__ = ["SampleOutput", "generate", "generate_causal", "outpaint_mask", "unmask_schedule"]
@@ -151,13 +152,13 @@ def generate(
         elif order == "anti":
             conf = -(2 * p - 1).abs().mean(-1)
         elif order == "random":
-            conf = torch.rand(b, n, generator=generator)
+            conf = rng.rand(b, n, generator=generator, device=p.device)
         else:
             raise ValueError(f"unknown order {order!r}")
         conf = conf.masked_fill(~mask, -math.inf)  # unmasked tokens never picked again
         g = gumbel_temp * {"constant": 1.0, "down": 1 - s / num_iter, "up": s / num_iter}[gumbel_schedule]
         if g > 0 and not deterministic:
-            u = torch.rand(b, n, generator=generator).clamp(1e-10, 1 - 1e-10)
+            u = rng.rand(b, n, generator=generator, device=p.device).clamp(1e-10, 1 - 1e-10)
             conf = conf + g * -torch.log(-torch.log(u))
         # after iteration s, floor(U cos(pi s / 2S)) of each image's U unknown tokens stay masked
         left = (
@@ -166,7 +167,7 @@ def generate(
         reveal = (mask.sum(1) - left).clamp_min(1)  # at least one token per iteration
         rank = conf.argsort(1, descending=True).argsort(1)  # rank of each token by confidence
         pick = (rank < reveal[:, None]) & mask
-        new = (p > 0.5).float() if deterministic else torch.bernoulli(p, generator=generator)
+        new = (p > 0.5).float() if deterministic else rng.bernoulli(p, generator=generator)
         bits = torch.where(pick[..., None], new, bits)
         mask = mask & ~pick
     return SampleOutput(bits, passes, evals)
@@ -226,5 +227,5 @@ def generate_causal(
             cond, generator, steps=diffusion_steps, cond_null=cond_null,
             cfg_scale=cfg_scale if mult == 2 else 1.0, temperature=temperature,
         )  # fmt: skip
-        seq = torch.cat([seq, torch.bernoulli(p, generator=generator)[:, None]], 1)
+        seq = torch.cat([seq, rng.bernoulli(p, generator=generator)[:, None]], 1)
     return SampleOutput(seq, n, evals)

@@ -28,6 +28,7 @@ from torch import nn
 
 from iclr25._core.claims import ProgressFn
 from iclr25._core.pretrained import RecipeRun, read_training, require_artefact
+from iclr25.common import rng
 from iclr25.methods.bigr.checkpoint import _restore_train_state, _train_state
 from iclr25.methods.bigr.config import BinaryAEConfig, TokenizerRecipe
 
@@ -92,7 +93,7 @@ class BernoulliQuantizer(nn.Module):
         """
         p = torch.sigmoid(self.proj(h))
         b_det = (p > 0.5).to(p.dtype)
-        b = b_det if deterministic else torch.bernoulli(p.detach(), generator=generator)
+        b = b_det if deterministic else rng.bernoulli(p.detach(), generator=generator)
         b_st = b + p - p.detach()  # straight-through: forward b, d b_st / d p = 1
         return b_st, BinaryCodes(p, b, b_det)
 
@@ -284,7 +285,7 @@ def _train_tokenizer(
     end = steps if stop is None else min(stop, steps)
     ae.train()
     for step in range(start, end):
-        idx = torch.randint(0, len(images), (batch_size,), generator=generator)
+        idx = rng.randint(0, len(images), (batch_size,), generator=generator, device=images.device)
         x = images[idx]
         x_hat, codes = ae(x, generator=generator)
         loss = (x_hat - x).abs().mean()

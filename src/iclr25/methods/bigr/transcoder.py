@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.common import rng
+
 __all__ = [
     "BernoulliTranscoder",
     "BitHead",
@@ -44,7 +46,7 @@ def q_sample(
         z0: (M, K) in {0, 1}; t: (M,) in [1, T]; output (M, K).
     """
     flip_p = (1.0 - keep_factor(t, timesteps))[:, None] / 2  # (M, 1)
-    flips = torch.rand(z0.shape, generator=generator, device=z0.device) < flip_p
+    flips = rng.rand(*z0.shape, generator=generator, device=z0.device) < flip_p
     return torch.where(flips, 1 - z0, z0)
 
 
@@ -169,7 +171,7 @@ class BernoulliTranscoder(nn.Module):
         self, z0: torch.Tensor, cond: torch.Tensor, *, generator: torch.Generator | None = None
     ) -> torch.Tensor:
         """wBCE of the flip indicator at t ~ U{1..T} per token (z0 (M, K), cond (M, D))."""
-        t = torch.randint(1, self.timesteps + 1, (len(z0),), generator=generator, device=z0.device)
+        t = rng.randint(1, self.timesteps + 1, (len(z0),), generator=generator, device=z0.device)
         z_t = q_sample(z0, t, self.timesteps, generator=generator)
         flips = (z0 != z_t).to(z0.dtype)
         return weighted_bce(self.flip_logits(z_t, cond, t), flips)
@@ -204,7 +206,7 @@ class BernoulliTranscoder(nn.Module):
         if deterministic:
             z = torch.zeros(m, k, device=cond.device)
         else:
-            z = torch.bernoulli(torch.full((m, k), 0.5, device=cond.device), generator=generator)
+            z = rng.bernoulli(torch.full((m, k), 0.5, device=cond.device), generator=generator)
         ts = sample_timesteps(self.timesteps, steps)
         p = torch.full((m, k), 0.5, device=cond.device)
         for i, t in enumerate(ts):
@@ -223,7 +225,7 @@ class BernoulliTranscoder(nn.Module):
             if i + 1 < len(ts):
                 t_prev = ts[i + 1]
                 post = posterior_one(p, z, 1 - t / self.timesteps, 1 - t_prev / self.timesteps)
-                z = (post > 0.5).float() if deterministic else torch.bernoulli(post, generator=generator)
+                z = (post > 0.5).float() if deterministic else rng.bernoulli(post, generator=generator)
         return p
 
 
