@@ -17,7 +17,16 @@ from typing import Literal
 
 from iclr25._core.config import param
 
-__all__ = ["ClaimConfig", "CodecConfig", "CodecRecipe", "DataConfig", "LMConfig", "TokenizerConfig"]
+__all__ = [
+    "ClaimConfig",
+    "CodecConfig",
+    "CodecRecipe",
+    "DataConfig",
+    "LMConfig",
+    "LMRecipe",
+    "TokenizerConfig",
+    "TokenizerRecipe",
+]
 
 SAMPLE_RATE = 16000
 SEMANTIC_HOP = 320  # 50 Hz semantic frames
@@ -329,4 +338,67 @@ class CodecRecipe:
     )
 
     def replace(self, **kw: object) -> CodecRecipe:
+        return dataclasses.replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class TokenizerRecipe:
+    """The shipped semantic tokenizer's recipe (``iclr25 pretrain gense tokenizer``): the CTC phone
+    recogniser trained on the claim's clean training speech until its held-out phone error rate
+    stops falling, then k-means on its features.
+
+    Example:
+        >>> TokenizerRecipe().tokenizer.n_clusters
+        64
+    """
+
+    seed: int = param(0, doc="initialisation, batches and k-means", source="deviation: fixed seed")
+    data: DataConfig = param(DataConfig(), doc="speech world (the full claim's)", source="paper: spec")
+    n_train: int = param(400, doc="clean training clips (the full claim's)", source="paper: spec full 400")
+    tokenizer: TokenizerConfig = param(
+        TokenizerConfig(epochs=40),
+        doc="recogniser and k-means sizes; epochs of CTC training",
+        source="deviation: 40 epochs (a claim trained 12), the held-out PER read every epoch",
+    )
+    n_val: int = param(50, doc="clean clips of the held-out voices scored every epoch", source="paper: spec")
+
+    def replace(self, **kw: object) -> TokenizerRecipe:
+        return dataclasses.replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class LMRecipe:
+    """The shipped language models' recipe (``iclr25 pretrain gense n2s|s2s|s2s_nc|single``): each
+    LM trained on tokens of the shipped tokenizer and codec, with many more steps and clips than a
+    claim can afford.
+
+    Example:
+        >>> LMRecipe().lm.steps
+        8000
+    """
+
+    seed: int = param(0, doc="initialisation, mixtures, batches, dropout", source="deviation: fixed seed")
+    data: DataConfig = param(DataConfig(), doc="speech world (the full claim's)", source="paper: spec")
+    n_clips: int = param(
+        2000,
+        doc="clean clips of the training voices the LMs learn from (a set of their own)",
+        source="deviation: 5x the claim's 400, so thousands of steps do not memorise 400 targets",
+    )
+    mixtures_per_clip: int = param(4, doc="noisy versions of each clip", source="deviation: CPU")
+    lm: LMConfig = param(
+        LMConfig(steps=8000),
+        doc="LM sizes and training (the claim's, with 8,000 steps)",
+        source="deviation: S2S fed clean semantic tokens still improved at 2,400 steps",
+    )
+    eval_every: int = param(200, doc="steps between held-out loss readings", source="deviation: 40 points")
+    n_val: int = param(24, doc="held-out sequences (test voices, training SNRs)", source="deviation: CPU")
+    n_eval: int = param(50, doc="test clips of the quality bars", source="paper: spec full 50")
+    eval_snrs: tuple[float, ...] = param(
+        (-5.0, 0.0), doc="SNRs of the quality bars' noisy input", source="deviation: the claim's test SNRs"
+    )
+    checkpoint_every: int = param(
+        500, doc="steps between resumable checkpoints", source="deviation: CPU runs are interrupted"
+    )
+
+    def replace(self, **kw: object) -> LMRecipe:
         return dataclasses.replace(self, **kw)

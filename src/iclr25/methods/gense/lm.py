@@ -249,21 +249,46 @@ def train_lm(
     validate: Callable[[], dict[str, torch.Tensor]] | None = None,
     val_losses: list[float] | None = None,
     block: int = 25,
+    resume: dict | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+    checkpoint_every: int = 500,
+    stop: int | None = None,
+    step_losses: list[float] | None = None,
 ) -> list[float]:
     """Teacher-forced cross-entropy on the target segment (labels -100 elsewhere), AdamW with a
-    cosine schedule. ``make_batch(idx)`` builds the sequences of training rows ``idx``.
+    one-cycle schedule. ``make_batch(idx)`` builds the sequences of training rows ``idx``.
 
     With ``validate`` (a function returning held-out sequences) and ``val_losses`` (a list),
     the held-out loss (eval mode, no gradient) is appended to ``val_losses`` after every block.
+
+    Args:
+        resume: a state written through ``checkpoint`` (model, optimiser, schedule, batch
+            generator, torch's RNG for dropout, step, curves): training continues from there, bit
+            for bit as if never interrupted.
+        checkpoint: called with such a state every ``checkpoint_every`` steps.
+        stop: stop after this many steps (of ``steps``) without finishing.
+        step_losses: when given, every step's loss is appended to it.
 
     Returns:
         The mean training loss of every block of ``block`` steps.
     """
     opt = torch.optim.AdamW(lm.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    curve, acc = [], []
+    curve: list[float] = []
+    acc: list[float] = []
+    first = 0
+    if resume is not None:
+        lm.load_state_dict(resume["model"])
+        opt.load_state_dict(resume["optimizer"])
+        sched.load_state_dict(resume["scheduler"])
+        generator.set_state(resume["generator"])
+        torch.set_rng_state(resume["torch_rng"])
+        curve, acc, first = list(resume["curve"]), list(resume["acc"]), int(resume["step"])
+        if val_losses is not None:
+            val_losses[:] = resume["val_losses"]
+    last = steps if stop is None else min(steps, stop)
     lm.train()
-    for step in range(steps):
+    for step in range(first, last):
         idx = torch.randint(n, (batch_size,), generator=generator)
         loss = lm.model(**make_batch(idx)).loss
         opt.zero_grad()
@@ -272,6 +297,8 @@ def train_lm(
         opt.step()
         sched.step()
         acc.append(float(loss.detach()))
+        if step_losses is not None:
+            step_losses.append(acc[-1])
         if len(acc) == block or step == steps - 1:
             curve.append(sum(acc) / len(acc))
             acc = []
@@ -281,5 +308,19 @@ def train_lm(
                     val_losses.append(float(lm.model(**validate()).loss))
                 lm.train()
             progress(step + 1, steps)
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+            checkpoint(
+                {
+                    "model": lm.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(),
+                    "generator": generator.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "curve": list(curve),
+                    "acc": list(acc),
+                    "val_losses": list(val_losses or []),
+                    "step": step + 1,
+                }
+            )
     lm.eval()
     return curve

@@ -92,8 +92,14 @@ def train_phone_ctc(
     *,
     generator: torch.Generator,
     progress: Callable[[int, int], None] = lambda d, t: None,
+    epoch_end: Callable[[int, PhoneCTC], None] | None = None,
+    step_losses: list[float] | None = None,
 ) -> PhoneCTC:
-    """Train :class:`PhoneCTC` with ``torch.nn.CTCLoss`` on clean clips [n, N]."""
+    """Train :class:`PhoneCTC` with ``torch.nn.CTCLoss`` on clean clips [n, N].
+
+    ``epoch_end(epoch, model)`` is called after every epoch (the model in eval mode, switched back
+    to training after); ``step_losses``, when given, receives every step's loss.
+    """
     index = {p: i + 1 for i, p in enumerate(vocab)}
     model = PhoneCTC(len(vocab), cfg)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -118,7 +124,12 @@ def train_phone_ctc(
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
+            if step_losses is not None:
+                step_losses.append(float(loss.detach()))
         progress(epoch + 1, cfg.epochs)
+        if epoch_end is not None:
+            epoch_end(epoch + 1, model.eval())
+            model.train()
     return model.eval()
 
 
