@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.common import rng
 from iclr25.methods.gense.audio import log_mel
 from iclr25.methods.gense.config import ACOUSTIC_HOP, CodecConfig
 
@@ -65,7 +66,7 @@ class GroupVQ(nn.Module):
     def init_from(self, z: torch.Tensor, generator: torch.Generator) -> None:
         """Initialise every codebook from random latent frames of z [B, D, T]."""
         r = z.transpose(1, 2).reshape(-1, self.n_groups, self.group_dim)  # [B*T, G, d]
-        idx = torch.randint(len(r), (self.codebook_size,), generator=generator)
+        idx = rng.randint(0, len(r), (self.codebook_size,), generator=generator, device=r.device)
         self.codebooks.copy_(r[idx].transpose(0, 1))
 
     def lookup(self, codes: torch.Tensor) -> torch.Tensor:
@@ -218,12 +219,16 @@ class SimCodec(nn.Module):
 
     @torch.no_grad()
     def encode(self, wav: torch.Tensor) -> torch.Tensor:
+        """Codes [B, T', G] of wav [B, 1, N], on ``wav``'s device (the codec may live on another)."""
         self._check(wav)
-        return self.quantizer(self.encoder(wav))[1]
+        dev = self.quantizer.codebooks.device
+        return self.quantizer(self.encoder(wav.to(dev)))[1].to(wav.device)
 
     @torch.no_grad()
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.quantizer.lookup(codes))
+        """Waveform [B, 1, N] of codes [B, T', G], on ``codes``' device."""
+        dev = self.quantizer.codebooks.device
+        return self.decoder(self.quantizer.lookup(codes.to(dev))).to(codes.device)
 
     @torch.no_grad()
     def reorganize(self, usage: list[torch.Tensor], top_n: int, top_k: int) -> SimCodec:
@@ -255,7 +260,7 @@ class SimCodec(nn.Module):
         """Per-group code counts over aligned clips [n, N]."""
         counts = [torch.zeros(self.codebook_size) for _ in range(self.quantizer.n_groups)]
         for s in range(0, len(wavs), batch):
-            codes = self.encode(wavs[s : s + batch, None])
+            codes = self.encode(wavs[s : s + batch, None]).cpu()
             for g in range(len(counts)):
                 counts[g] += torch.bincount(codes[..., g].flatten(), minlength=self.codebook_size).float()
         return counts
@@ -300,6 +305,7 @@ def train_codec(
     checkpoint_every: int = 500,
     stop: int | None = None,
     step_losses: list[float] | None = None,
+    device: str | torch.device | None = None,
 ) -> list[float]:
     """Train the codec on random crops of clips [n, N]: multi-resolution STFT (auraloss) + L1
     log-mel + the weighted VQ terms. No GAN at CPU scale. Every ``restart_every`` steps (default
@@ -320,6 +326,8 @@ def train_codec(
         checkpoint_every: the checkpoint period in steps.
         stop: stop after this many steps (of ``steps``) without finishing.
         step_losses: when given, every step's loss is appended to it.
+        device: where to train (default: where ``codec`` already is); crops are cut on the CPU
+            with ``generator`` and moved, so a CPU generator gives the same crops anywhere.
 
     Returns:
         The loss every 20 steps (and at the last step run).
@@ -331,6 +339,10 @@ def train_codec(
         fft_sizes=[256, 512, 1024], hop_sizes=[64, 128, 256], win_lengths=[256, 512, 1024]
     )
     seg = round(cfg.segment_seconds * 16000) // ACOUSTIC_HOP * ACOUSTIC_HOP
+    if device is not None:
+        codec.to(device)
+    dev = codec.quantizer.codebooks.device
+    stft = stft.to(dev)
     opt = torch.optim.Adam(codec.parameters(), lr=cfg.lr)
     n, N = wavs.shape
 
@@ -342,16 +354,16 @@ def train_codec(
         )
         return torch.stack(
             [wavs[r, s : s + seg] for r, s in zip(rows.tolist(), starts.tolist(), strict=True)]
-        )[:, None]
+        )[:, None].to(dev)
 
     vq_mod = codec.quantizer
-    seen = torch.zeros(vq_mod.n_groups, vq_mod.codebook_size, dtype=torch.bool)
+    seen = torch.zeros(vq_mod.n_groups, vq_mod.codebook_size, dtype=torch.bool, device=dev)
     first = 0
     if resume is not None:
         codec.load_state_dict(resume["model"])
         opt.load_state_dict(resume["optimizer"])
         generator.set_state(resume["generator"])
-        seen = resume["seen"].clone()
+        seen = resume["seen"].clone().to(dev)
         first = int(resume["step"])
     elif init_codebook:
         with torch.no_grad():
@@ -387,7 +399,7 @@ def train_codec(
                 for g in range(vq_mod.n_groups):
                     dead = (~seen[g]).nonzero()[:, 0]
                     if len(dead):
-                        pick = torch.randint(len(r), (len(dead),), generator=generator)
+                        pick = rng.randint(0, len(r), (len(dead),), generator=generator, device=r.device)
                         vq_mod.codebooks[g, dead] = r[pick, g]
             seen.zero_()
         if step_losses is not None:
@@ -402,7 +414,7 @@ def train_codec(
                     "model": codec.state_dict(),
                     "optimizer": opt.state_dict(),
                     "generator": generator.get_state(),
-                    "seen": seen.clone(),
+                    "seen": seen.cpu().clone(),
                 }
             )
     codec.eval()

@@ -60,6 +60,7 @@ __all__ = [
     "codec_quality",
     "eval_set",
     "lm_dir",
+    "lm_tokens",
     "lm_validation",
     "load_codec",
     "load_lm",
@@ -470,7 +471,7 @@ def lm_validation(data: DataConfig, n_val: int, tok: SemanticTokenizer, codec: S
 def _lm_quality(arm: str, lm, tok, codec, rc: LMRecipe) -> dict[str, float]:
     """The arm's score on the quality bars' test set (decoding as the claim: sampling, seed 0)."""
     lc = rc.lm
-    ev = eval_set(rc.data, rc.n_eval, rc.eval_snrs)
+    ev = eval_set(rc.data, rc.n_eval, rc.eval_snrs, n_train=rc.n_train)
     clean, noisy = ev["test"].wavs, ev["noisy"]
     t = tokenize(tok, codec, clean, noisy)
     kw = {"strategy": lc.strategy, "temperature": lc.temperature, "seed": 0}
@@ -497,6 +498,43 @@ def _lm_quality(arm: str, lm, tok, codec, rc: LMRecipe) -> dict[str, float]:
     key = "oracle_semantic_per_ratio" if arm == "s2s" else "per_ratio"
     out[key] = p / max(np_, 1e-9)
     return out
+
+
+def lm_tokens(rc: LMRecipe, tok: SemanticTokenizer, codec: SimCodec, sources: tuple[Path, ...]):
+    """The LMs' training tokens (:func:`tokenize` of ``n_clips`` clean clips of the training voices,
+    each mixed ``mixtures_per_clip`` times with the seen noises at the training SNRs). The four
+    LMs share them, so they are cached on disk under a hash of the recipe's data and of the
+    tokenizer's and codec's weights (``sources``: their folders)."""
+    import hashlib
+
+    from safetensors.torch import load_file, save_file
+
+    from iclr25.methods.gense.data import default_cache_dir, make_mixtures, make_speech_set
+
+    dc = rc.data
+    h = hashlib.sha256(
+        json.dumps(
+            [dataclasses.asdict(dc), rc.n_clips, rc.mixtures_per_clip, rc.seed], sort_keys=True
+        ).encode()
+    )
+    for folder in sources:
+        h.update((folder / "model.safetensors").read_bytes())
+    path = default_cache_dir() / f"lm-tokens-{h.hexdigest()[:16]}.safetensors"
+    if path.is_file():
+        return load_file(str(path))
+    clips = make_speech_set(dc, dc.train_voices, rc.n_clips, seed=4).wavs
+    babble = make_speech_set(dc, dc.train_voices, 12, seed=2).wavs
+    rng = np.random.default_rng([rc.seed, 5])
+    parts = [
+        tokenize(tok, codec, clips, make_mixtures(clips, dc.train_noises, dc.train_snrs, rng, babble)[0])
+        for _ in range(rc.mixtures_per_clip)
+    ]
+    tokens = {k: torch.cat([p[k] for p in parts]).contiguous() for k in parts[0]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    save_file(tokens, str(tmp))
+    os.replace(tmp, path)
+    return tokens
 
 
 def lm_dir(arm: str) -> Path:
@@ -543,7 +581,6 @@ def pretrain_lm(
     Returns:
         The per-step training losses.
     """
-    from iclr25.methods.gense.data import make_mixtures, make_speech_set
 
     if arm not in LM_ARMS:
         raise ValueError(f"unknown LM {arm!r}; expected one of {sorted(LM_ARMS)}")
@@ -553,14 +590,7 @@ def pretrain_lm(
     tok, _ = load_tokenizer(tokenizer_dir)
     codec = load_codec(codec_dir)
     progress(f"{arm}: tokenising {rc.n_clips} clips x {rc.mixtures_per_clip} mixtures", 0, lc.steps)
-    clips = make_speech_set(dc, dc.train_voices, rc.n_clips, seed=4).wavs
-    babble = make_speech_set(dc, dc.train_voices, 12, seed=2).wavs
-    rng = np.random.default_rng([rc.seed, 5])
-    parts = [
-        tokenize(tok, codec, clips, make_mixtures(clips, dc.train_noises, dc.train_snrs, rng, babble)[0])
-        for _ in range(rc.mixtures_per_clip)
-    ]
-    tokens = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    tokens = lm_tokens(rc, tok, codec, (Path(tokenizer_dir), Path(codec_dir)))
     val = lm_validation(dc, rc.n_val, tok, codec, seed=rc.seed)
     n_sem, n_ac = tok.n_clusters, codec.codebook_size
     torch.manual_seed(rc.seed)  # the initialisation

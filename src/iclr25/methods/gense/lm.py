@@ -24,6 +24,7 @@ from transformers import (
     TopKLogitsWarper,
 )
 
+from iclr25.common import rng
 from iclr25.methods.gense.config import LMConfig
 from iclr25.methods.gense.tokens import BOS, EOS, N_SPECIAL, PAD, RangeMask, build_pair, build_s2s
 
@@ -82,7 +83,8 @@ def decode(
         use_cache: reuse keys and values (default); ``False`` reruns the full sequence per step.
 
     Returns:
-        [B, n_new] ids in ``[lo, hi)`` (vocabulary ids, not yet shifted back).
+        [B, n_new] ids in ``[lo, hi)`` (vocabulary ids, not yet shifted back), on the device of
+        ``input_ids`` (the model may live on another).
     """
     if strategy not in ("sample", "greedy", "top_k"):
         raise ValueError(f"unknown strategy {strategy!r}")
@@ -93,9 +95,11 @@ def decode(
         if not top_k:
             raise ValueError("strategy 'top_k' needs top_k")
         procs.append(TopKLogitsWarper(top_k))
+    # the CPU generator keeps the draws the same on every device; ids run on the model's device
     gen = torch.Generator().manual_seed(seed)
     B = input_ids.shape[0]
-    ids, pos = input_ids, position_ids
+    device = next(model.parameters()).device
+    ids, pos = input_ids.to(device), position_ids.to(device)
     out = model(input_ids=ids, position_ids=pos, use_cache=use_cache)
     cache = out.cache if use_cache else None  # a DynamicCache, extended in place by each call
     new: list[torch.Tensor] = []
@@ -104,18 +108,18 @@ def decode(
         if strategy == "greedy":
             tok = scores.argmax(-1)
         else:
-            tok = torch.multinomial(torch.softmax(scores, -1), 1, generator=gen)[:, 0]
+            tok = rng.multinomial(torch.softmax(scores, -1), 1, generator=gen)[:, 0]
         new.append(tok)
         if j == n_new - 1:
             break
-        step_pos = torch.full((B, 1), pos_start + j)
+        step_pos = torch.full((B, 1), pos_start + j, device=device)
         ids = torch.cat([ids, tok[:, None]], 1)
         if use_cache:
             out = model(input_ids=tok[:, None], position_ids=step_pos, cache=cache, use_cache=True)
         else:
             pos = torch.cat([pos, step_pos], 1)
             out = model(input_ids=ids, position_ids=pos, use_cache=False)
-    return torch.stack(new, 1)
+    return torch.stack(new, 1).to(input_ids.device)
 
 
 class N2S(nn.Module):
@@ -254,6 +258,7 @@ def train_lm(
     checkpoint_every: int = 500,
     stop: int | None = None,
     step_losses: list[float] | None = None,
+    device: str | torch.device | None = None,
 ) -> list[float]:
     """Teacher-forced cross-entropy on the target segment (labels -100 elsewhere), AdamW with a
     one-cycle schedule. ``make_batch(idx)`` builds the sequences of training rows ``idx``.
@@ -268,10 +273,20 @@ def train_lm(
         checkpoint: called with such a state every ``checkpoint_every`` steps.
         stop: stop after this many steps (of ``steps``) without finishing.
         step_losses: when given, every step's loss is appended to it.
+        device: where to train (default: where ``lm`` already is); every batch follows it. The
+            batch rows are drawn on ``generator``'s device, so a CPU generator gives the same
+            rows anywhere.
 
     Returns:
         The mean training loss of every block of ``block`` steps.
     """
+    if device is not None:
+        lm.to(device)
+    dev = next(lm.parameters()).device
+
+    def on_device(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(dev) for k, v in batch.items()}
+
     opt = torch.optim.AdamW(lm.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     curve: list[float] = []
@@ -290,7 +305,7 @@ def train_lm(
     lm.train()
     for step in range(first, last):
         idx = torch.randint(n, (batch_size,), generator=generator)
-        loss = lm.model(**make_batch(idx)).loss
+        loss = lm.model(**on_device(make_batch(idx))).loss
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
@@ -305,7 +320,7 @@ def train_lm(
             if validate is not None and val_losses is not None:
                 lm.eval()
                 with torch.no_grad():
-                    val_losses.append(float(lm.model(**validate()).loss))
+                    val_losses.append(float(lm.model(**on_device(validate())).loss))
                 lm.train()
             progress(step + 1, steps)
         if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:

@@ -21,7 +21,6 @@ import torch
 from iclr25.methods.gense.audio import align_length, as_mono
 from iclr25.methods.gense.codec import SimCodec
 from iclr25.methods.gense.config import SAMPLE_RATE, SEMANTIC_HOP, CodecConfig, LMConfig, TokenizerConfig
-from iclr25.methods.gense.data import default_cache_dir
 from iclr25.methods.gense.lm import N2S, S2S
 from iclr25.methods.gense.semantic import PhoneCTC, PhoneCTCFeatures, SemanticTokenizer
 
@@ -68,6 +67,20 @@ class GenSE:
         self.chunk_samples = chunk_samples
         self.strategy, self.temperature, self.top_k = strategy, temperature, top_k
         self.vocab = vocab  # the recogniser's phone symbols (kept for PER decoding)
+
+    def to(self, device: str | torch.device) -> GenSE:
+        """Move the recogniser (when a module), codec and LMs to ``device``; returns ``self``.
+
+        Inputs and outputs stay where the caller keeps them: each model moves its input to its own
+        device and answers on the input's, and k-means runs on the CPU.
+        """
+        features = getattr(self.tokenizer.features, "model", None)
+        if isinstance(features, torch.nn.Module):
+            features.to(device)
+        for m in (self.codec, self.n2s, self.s2s):
+            if m is not None:
+                m.to(device)
+        return self
 
     # -------------------------------------------------------------------------------------------
     def tokens(
@@ -141,7 +154,10 @@ class GenSE:
                 outs.append(self.codec.decode(t["acoustic"][..., None])[:, 0])
         out = torch.cat(outs, 1)[:, :N]
         if lengths is not None:
-            keep = torch.arange(N)[None] < (lengths.float() * N).round()[:, None]
+            keep = (
+                torch.arange(N, device=out.device)[None]
+                < (lengths.float().to(out.device) * N).round()[:, None]
+            )
             out = out * keep
         return out
 
@@ -198,7 +214,7 @@ class GenSE:
             x = librosa.resample(x, orig_sr=int(sample_rate), target_sr=SAMPLE_RATE).astype(np.float32)
         peak = float(np.abs(x).max())
         gain = 0.5 / peak if peak > 0 else 1.0  # the training clips' peak level
-        y = self.enhance_batch(torch.from_numpy(x * gain)[None], seed=seed)[0].numpy() / gain
+        y = self.enhance_batch(torch.from_numpy(x * gain)[None], seed=seed)[0].cpu().numpy() / gain
         if sample_rate != SAMPLE_RATE:
             import librosa
 
@@ -311,6 +327,22 @@ class GenSE:
         )
         return out
 
+    @classmethod
+    def shipped(cls, *, strategy: Literal["sample", "greedy", "top_k"] = "sample") -> GenSE:
+        """The pipeline of the shipped foundations: the semantic tokenizer, the codec, N2S and S2S
+        (``iclr25 pretrain gense tokenizer|codec|n2s|s2s``), decoding by sampling at T = 1 as the
+        official code (``strategy="greedy"`` is an option).
+
+        Raises:
+            ArtefactMissingError: an artefact is missing (the message names the command).
+        """
+        from iclr25.methods.gense.foundations import load_codec, load_lm, load_tokenizer
+
+        tok, vocab = load_tokenizer()
+        n2s, _ = load_lm("n2s")
+        s2s, _ = load_lm("s2s")
+        return cls(tok, load_codec(), n2s, s2s, strategy=strategy, vocab=vocab)
+
     def rtf(self, seconds: float = 2.0, *, seed: int = 0) -> float:
         """Real-time factor of :meth:`enhance_batch` on ``seconds`` of noise (processing / audio time)."""
         from iclr25.methods.gense.metrics import real_time_factor
@@ -334,23 +366,24 @@ class GenSE:
 
 
 def enhance_wav(in_path: str | Path, out_path: str | Path, model_dir: str | Path | None = None) -> np.ndarray:
-    """Enhance an audio file with a saved GenSE (the demo entry point), see :meth:`GenSE.enhance`.
+    """Enhance an audio file (the demo entry point), see :meth:`GenSE.enhance`.
 
     Args:
         in_path: the noisy file (any rate, mono or stereo).
         out_path: where to write the enhanced file (the input's rate and length).
-        model_dir: a :meth:`GenSE.save_pretrained` folder; default the pipeline the last full claim
-            check saved under the cache directory (``<cache>/model``).
+        model_dir: a :meth:`GenSE.save_pretrained` folder; default the shipped pipeline
+            (:meth:`GenSE.shipped`).
 
     Raises:
-        FileNotFoundError: no saved model; the message names the commands that make one.
+        FileNotFoundError: ``model_dir`` holds no saved pipeline, or a shipped artefact is missing.
     """
-    d = Path(model_dir) if model_dir is not None else default_cache_dir() / "model"
+    if model_dir is None:
+        return GenSE.shipped().enhance_file(in_path, out_path)
+    d = Path(model_dir)
     if not (d / "config.json").is_file():
         raise FileNotFoundError(
-            f"no trained GenSE pipeline in {d}: the package ships the codec only; "
-            "`iclr25 check gense --budget full` trains the language models and saves seed 0's pipeline "
-            f"to {default_cache_dir() / 'model'}, or pass a folder written by GenSE.save_pretrained"
+            f"no GenSE pipeline in {d}: pass a folder written by GenSE.save_pretrained, "
+            "or leave model_dir out to use the shipped models"
         )
     return GenSE.from_pretrained(d).enhance_file(in_path, out_path)
 
@@ -362,7 +395,8 @@ def demo(
     seed: int = 0,
     model_dir: str | Path | None = None,
 ) -> list[Path]:
-    """``iclr25 demo gense [INPUT]``: enhance INPUT, or a generated noisy clip, with saved models.
+    """``iclr25 demo gense [INPUT]``: enhance INPUT, or a generated noisy clip, with the shipped
+    models (or those saved in ``model_dir``).
 
     Without INPUT, espeak-ng speaks a sentence of the grammar and pink noise is mixed in at
     5 dB; the noisy clip is written beside the enhanced one.
@@ -374,7 +408,7 @@ def demo(
         model_dir: as in :func:`enhance_wav`.
 
     Raises:
-        FileNotFoundError: no saved models, or espeak-ng is missing.
+        FileNotFoundError: ``model_dir`` holds no saved pipeline, or espeak-ng is missing.
         ValueError: the input is empty or not finite.
     """
     import soundfile as sf

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from iclr25.common import rng
 from iclr25.methods.gense.audio import align_length, as_mono, log_mel
 from iclr25.methods.gense.config import SEMANTIC_HOP, TokenizerConfig
 
@@ -94,14 +95,17 @@ def train_phone_ctc(
     progress: Callable[[int, int], None] = lambda d, t: None,
     epoch_end: Callable[[int, PhoneCTC], None] | None = None,
     step_losses: list[float] | None = None,
+    device: str | torch.device = "cpu",
 ) -> PhoneCTC:
-    """Train :class:`PhoneCTC` with ``torch.nn.CTCLoss`` on clean clips [n, N].
+    """Train :class:`PhoneCTC` with ``torch.nn.CTCLoss`` on clean clips [n, N] on ``device``
+    (batch orders are drawn with ``generator`` on its own device, so a CPU generator gives the
+    same orders anywhere).
 
     ``epoch_end(epoch, model)`` is called after every epoch (the model in eval mode, switched back
     to training after); ``step_losses``, when given, receives every step's loss.
     """
     index = {p: i + 1 for i, p in enumerate(vocab)}
-    model = PhoneCTC(len(vocab), cfg)
+    model = PhoneCTC(len(vocab), cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     ctc = nn.CTCLoss(blank=0, zero_infinity=True)
     x = torch.from_numpy(np.asarray(wavs, np.float32))
@@ -109,16 +113,16 @@ def train_phone_ctc(
     n = len(x)
     model.train()
     for epoch in range(cfg.epochs):
-        perm = torch.randperm(n, generator=generator)
+        perm = rng.randperm(n, generator=generator)
         for start in range(0, n, cfg.batch_size):
             idx = perm[start : start + cfg.batch_size]
-            logp = model(x[idx]).log_softmax(-1).transpose(0, 1)  # [T, B, C]
+            logp = model(x[idx].to(device)).log_softmax(-1).transpose(0, 1)  # [T, B, C]
             tgt = [targets[i] for i in idx.tolist()]
             loss = ctc(
                 logp,
-                torch.cat(tgt),
-                torch.full((len(idx),), logp.shape[0]),
-                torch.tensor([len(t) for t in tgt]),
+                torch.cat(tgt).to(device),
+                torch.full((len(idx),), logp.shape[0], device=device),
+                torch.tensor([len(t) for t in tgt], device=device),
             )
             opt.zero_grad()
             loss.backward()
@@ -147,8 +151,9 @@ class PhoneCTCFeatures:
 
     @torch.no_grad()
     def batch(self, wavs: torch.Tensor) -> torch.Tensor:
-        """Features of an aligned batch [B, N] -> [B, N / 320, F]."""
-        return self.model.features(wavs)
+        """Features of an aligned batch [B, N] -> [B, N / 320, F], on the CPU."""
+        dev = next(self.model.parameters()).device
+        return self.model.features(wavs.to(dev)).cpu()
 
     def __call__(self, wav: np.ndarray | torch.Tensor) -> np.ndarray:
         x = as_mono(wav)
@@ -185,8 +190,9 @@ class HFSSLFeatures:
     @torch.no_grad()
     def __call__(self, wav: np.ndarray | torch.Tensor) -> np.ndarray:
         x = np.pad(as_mono(wav), (0, self.pad))
-        out = self.model(torch.from_numpy(x)[None], output_hidden_states=True)
-        return out.hidden_states[self.layer][0].numpy()
+        dev = next(self.model.parameters()).device
+        out = self.model(torch.from_numpy(x)[None].to(dev), output_hidden_states=True)
+        return out.hidden_states[self.layer][0].cpu().numpy()
 
 
 class SemanticTokenizer:
