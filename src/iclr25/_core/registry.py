@@ -380,7 +380,7 @@ REGISTRY: dict[str, Entry] = {
                     recipe="iclr25.methods.gense.foundations:pretrain_tokenizer",
                     about="semantic tokenizer: a BiGRU CTC phone recogniser and k-means (K = 64) on "
                     "clean clips of the training voices",
-                    expected_s=300.0,
+                    expected_s=60.0,
                 ),
                 *(
                     Artefact(
@@ -391,10 +391,10 @@ REGISTRY: dict[str, Entry] = {
                         expected_s=seconds,
                     )
                     for arm, about, seconds in (
-                        ("n2s", "N2S GPT-2: noisy -> clean semantic tokens", 600.0),
-                        ("s2s", "S2S GPT-2 with token-chain prompting", 2800.0),
-                        ("s2s_nc", "S2S GPT-2 without the token chain", 1400.0),
-                        ("single", "single-stage GPT-2: noisy -> clean acoustic tokens", 1400.0),
+                        ("n2s", "N2S GPT-2: noisy -> clean semantic tokens", 700.0),
+                        ("s2s", "S2S GPT-2 with token-chain prompting", 2700.0),
+                        ("s2s_nc", "S2S GPT-2 without the token chain", 1300.0),
+                        ("single", "single-stage GPT-2: noisy -> clean acoustic tokens", 1450.0),
                     )
                 ),
             ),

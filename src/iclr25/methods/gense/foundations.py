@@ -83,16 +83,28 @@ CODEC_DIR = artefact_dir("gense", "codec")
 CODEC_BARS = {"copy_per": ("<=", 0.35), "ceiling_stoi_gain": (">=", 0.03)}
 
 
-def save_codec(codec: SimCodec, directory: str | os.PathLike[str]) -> None:
-    """Write ``config.json`` and ``model.safetensors`` of a single-quantiser codec."""
+def _write_folder(directory: str | os.PathLike[str], config: dict, tensors: dict[str, torch.Tensor]) -> None:
+    """Write an artefact's ``config.json`` and ``model.safetensors`` (independent contiguous copies,
+    so tied weights such as GPT-2's head and embedding are accepted)."""
     from safetensors.torch import save_file
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    save_file({k: v.detach().clone().contiguous() for k, v in tensors.items()}, str(d / "model.safetensors"))
+
+
+def _bars_met(quality: dict[str, float], bars: dict[str, tuple[str, float]]) -> dict[str, bool]:
+    """Whether each bar (``name -> (op, value)``) that ``quality`` measured is met."""
+    return {
+        k: quality[k] <= v if op == "<=" else quality[k] >= v for k, (op, v) in bars.items() if k in quality
+    }
+
+
+def save_codec(codec: SimCodec, directory: str | os.PathLike[str]) -> None:
+    """Write ``config.json`` and ``model.safetensors`` of a single-quantiser codec."""
     conf = {"codec": dataclasses.asdict(codec.cfg), "codebook_size": codec.codebook_size}
-    (d / "config.json").write_text(json.dumps(conf, indent=1) + "\n")
-    tensors = {k: v.detach().clone().contiguous() for k, v in codec.state_dict().items()}
-    save_file(tensors, str(d / "model.safetensors"))
+    _write_folder(directory, conf, codec.state_dict())
 
 
 def load_codec(directory: str | os.PathLike[str] = CODEC_DIR) -> SimCodec:
@@ -249,14 +261,13 @@ def pretrain_codec(
         return losses
     progress("codec quality", 0, 1)
     quality = codec_quality(codec, rc)
-    met = {k: (quality[k] <= v) if op == "<=" else (quality[k] >= v) for k, (op, v) in CODEC_BARS.items()}
     save_codec(codec, out)
     run.finish(
         command=f"iclr25 pretrain gense codec --out {out}",
         loss_curve=losses,
         quality=quality,
         bars={k: f"{op} {v}" for k, (op, v) in CODEC_BARS.items()},
-        bars_met=met,
+        bars_met=_bars_met(quality, CODEC_BARS),
         data=f"{rc.n_train} clean espeak-ng clips of the training voices (the full claim's, seed 0); "
         f"scored on {rc.n_eval} clips of the held-out voices, noisy input at {list(rc.eval_snrs)} dB",
         config=dataclasses.asdict(rc),
@@ -274,16 +285,9 @@ TOKENIZER_DIR = artefact_dir("gense", "tokenizer")
 def save_tokenizer(tok: SemanticTokenizer, vocab: list[str], cfg: TokenizerConfig, directory) -> None:
     """Write ``config.json`` (sizes, phone vocabulary) and ``model.safetensors`` (the recogniser's
     weights under ``recognizer.``, the k-means centroids as ``kmeans.centers``)."""
-    from safetensors.torch import save_file
-
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "config.json").write_text(json.dumps({"tokenizer": dataclasses.asdict(cfg), "vocab": vocab}) + "\n")
-    tensors = {
-        f"recognizer.{k}": v.detach().clone().contiguous() for k, v in tok.features.model.state_dict().items()
-    }
-    tensors["kmeans.centers"] = torch.from_numpy(np.ascontiguousarray(tok.kmeans_.cluster_centers_))
-    save_file(tensors, str(d / "model.safetensors"))
+    tensors = {f"recognizer.{k}": v for k, v in tok.features.model.state_dict().items()}
+    tensors["kmeans.centers"] = torch.from_numpy(tok.kmeans_.cluster_centers_)
+    _write_folder(directory, {"tokenizer": dataclasses.asdict(cfg), "vocab": vocab}, tensors)
 
 
 def load_tokenizer(directory: str | os.PathLike[str] = TOKENIZER_DIR) -> tuple[SemanticTokenizer, list[str]]:
@@ -612,26 +616,14 @@ def pretrain_lm(
     progress(f"{arm} quality", 0, 1)
     quality = {"val_loss": val_losses[-1], "plateau_gap": plateau_gap(val_losses)}
     quality.update(_lm_quality(arm, lm, tok, codec, rc))
-    met = {
-        k: (quality[k] <= v) if op == "<=" else (quality[k] >= v)
-        for k, (op, v) in LM_BARS.items()
-        if k in quality
-    }
-    d = Path(out)
-    d.mkdir(parents=True, exist_ok=True)
     conf = {"arm": arm, "n_semantic": n_sem, "n_acoustic": n_ac, "lm": dataclasses.asdict(lc)}
-    (d / "config.json").write_text(json.dumps(conf, indent=1) + "\n")
-    from safetensors.torch import save_file
-
-    save_file(
-        {k: v.detach().clone().contiguous() for k, v in lm.state_dict().items()}, str(d / "model.safetensors")
-    )
+    _write_folder(out, conf, lm.state_dict())
     run.finish(
         command=f"iclr25 pretrain gense {arm} --out {out}",
         loss_curve=losses,
         quality=quality,
         bars={k: f"{op} {v}" for k, (op, v) in LM_BARS.items() if k in quality},
-        bars_met=met,
+        bars_met=_bars_met(quality, LM_BARS),
         val_every=rc.eval_every,
         val_losses=val_losses,
         data=f"{rc.n_clips} clean espeak-ng clips of the training voices (seed 4) x {rc.mixtures_per_clip} "
