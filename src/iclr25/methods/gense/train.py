@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from iclr25.methods.gense.baselines import naive_codec
-from iclr25.methods.gense.codec import SimCodec, train_codec
+from iclr25.methods.gense.codec import SimCodec, codec_mel_l1, train_codec
 from iclr25.methods.gense.config import CodecConfig, TokenizerConfig
 from iclr25.methods.gense.data import SpeechSet, default_cache_dir
 from iclr25.methods.gense.semantic import (
@@ -33,7 +33,7 @@ from iclr25.methods.gense.semantic import (
 
 __all__ = ["load_or_train_codecs", "load_or_train_recognizer", "load_or_train_tokenizer", "speech_key"]
 
-_VERSION = 2  # 2: frame-rate codec, zero-padded STFTs
+_VERSION = 3  # 2: frame-rate codec, zero-padded STFTs; 3: held-out curves of the codecs
 Progress = Callable[[str, int, int], None]
 
 
@@ -120,8 +120,12 @@ def load_or_train_codecs(
     seed: int = 0,
     cache_dir: Path | None = None,
     progress: Progress = lambda s, d, t: None,
+    val_wavs: torch.Tensor | None = None,
+    curves: dict[str, tuple[list[float], list[float]]] | None = None,
 ) -> dict[str, SimCodec]:
-    """Three codecs trained on the clean training clips (cached):
+    """Three codecs trained on the clean training clips (cached), and with ``val_wavs`` (held-out
+    clean clips [n, N]) and ``curves`` (a dict) their held-out log-mel L1 every 20 steps of their
+    last stage, filled into ``curves`` as ``name -> (steps, values)`` (cached with the weights):
 
     - ``reorg``: stage 1 (two groups) for ``stage1_steps``, reorganised to the top-N x top-K
       product codebook, stage 2 for ``stage2_steps``;
@@ -131,21 +135,35 @@ def load_or_train_codecs(
     """
     from safetensors.torch import load_file
 
-    key = _hash([asdict(cfg), speech_key(train), seed])
+    val_key = None if val_wavs is None else hashlib.sha256(val_wavs.numpy().tobytes()).hexdigest()[:16]
+    key = _hash([asdict(cfg), speech_key(train), seed, val_key])
     root = cache_dir or default_cache_dir()
     paths = {name: root / f"codec-{name}-{key}.safetensors" for name in ("reorg", "naive", "least")}
+    curve_path = root / f"codec-curves-{key}.json"
     n1 = cfg.codebook_size
-    if all(p.exists() for p in paths.values()):
+    if all(p.exists() for p in paths.values()) and (val_wavs is None or curve_path.exists()):
         out = {}
         for name, p in paths.items():
             c = SimCodec(cfg, n_groups=1, codebook_size=n1)
             c.load_state_dict(load_file(str(p)))
             out[name] = c.eval()
+        if curves is not None and val_wavs is not None:
+            curves.update({k: (v[0], v[1]) for k, v in json.loads(curve_path.read_text()).items()})
         return out
     wavs = torch.from_numpy(train.wavs)
+    recorded: dict[str, tuple[list[float], list[float]]] = {}
 
-    def report(stage: str) -> Callable[[int, int], None]:
-        return lambda d, t: progress(stage, d, t)
+    def report(stage: str, codec: SimCodec | None = None, name: str = "") -> Callable[[int, int], None]:
+        if codec is None or val_wavs is None:
+            return lambda d, t: progress(stage, d, t)
+        recorded[name] = ([], [])
+
+        def read(d: int, t: int) -> None:  # the codecs have no dropout or batch norm: train mode reads alike
+            recorded[name][0].append(float(d))
+            recorded[name][1].append(codec_mel_l1(codec, val_wavs))
+            progress(stage, d, t)
+
+        return read
 
     torch.manual_seed(seed)
     stage1 = SimCodec(cfg)
@@ -164,7 +182,7 @@ def load_or_train_codecs(
         steps=cfg.stage2_steps,
         generator=torch.Generator().manual_seed(seed + 1),
         init_codebook=False,
-        progress=report("codec stage 2"),
+        progress=report("codec stage 2", reorg, "reorg"),
     )
     least = stage1.reorganize([-u for u in usage], cfg.top_n, cfg.top_k)
     train_codec(
@@ -173,7 +191,7 @@ def load_or_train_codecs(
         steps=cfg.stage2_steps,
         generator=torch.Generator().manual_seed(seed + 1),
         init_codebook=False,
-        progress=report("codec stage 2 (least-used control)"),
+        progress=report("codec stage 2 (least-used control)", least, "least"),
     )
     torch.manual_seed(seed)
     naive = naive_codec(cfg)
@@ -182,9 +200,13 @@ def load_or_train_codecs(
         wavs,
         steps=cfg.stage1_steps + cfg.stage2_steps,
         generator=torch.Generator().manual_seed(seed),
-        progress=report("codec naive VQ"),
+        progress=report("codec naive VQ", naive, "naive"),
     )
     out = {"reorg": reorg, "naive": naive, "least": least}
     for name, c in out.items():
         _save(c.state_dict(), paths[name])
+    if val_wavs is not None:
+        curve_path.write_text(json.dumps(recorded))
+        if curves is not None:
+            curves.update(recorded)
     return out
