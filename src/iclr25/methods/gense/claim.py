@@ -206,7 +206,8 @@ def run(
     val_curves: dict[str, tuple[list[float], list[float]]] = {}  # arm -> (steps, held-out losses)
     models: dict[str, N2S | S2S] = {}
     if shipped:
-        val = lm_validation(dc, LMRecipe().n_val, tok, codec)
+        rc = LMRecipe()  # the held-out set the recipes recorded their curves on
+        val = lm_validation(rc.data, rc.n_val, tok, codec, seed=rc.seed)
         for arm, lm_arm in _LM_ARMS.items():
             lm, record = load_lm(lm_arm)
             _check_reload(lm_arm, lm, record, val)
