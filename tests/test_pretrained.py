@@ -73,6 +73,8 @@ def test_every_shipped_artefact_is_complete(artefact) -> None:
     record = read_training(folder)
     assert record["steps"] == len(record["loss_curve"]) and record["quality"]
     assert record["command"].startswith(f"iclr25 pretrain {artefact.method} {artefact.name}")
+    out = record["command"].partition("--out ")[2]
+    assert not Path(out).is_absolute(), f"the recorded command names a machine path: {out}"
 
 
 def test_the_package_ships_no_pickle_and_stays_small() -> None:
