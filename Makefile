@@ -42,8 +42,9 @@ check: setup  ## run every claim at the full budget and write reports/<run-id>/
 	$(BIN)/iclr25 check $(if $(strip $(METHODS)),$(METHODS),--all) --budget $(BUDGET) --jobs $(JOBS) \
 		$(if $(FRESH),,--resume latest) $(ARGS)
 
-test: setup  ## unit, contract and CLI tests, and every claim at the smoke budget
+test: setup  ## unit, contract and CLI tests, every claim at the smoke budget; the GPU suite where there is a GPU
 	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m gpu tests/test_gpu.py
 
 lint: setup
 	$(BIN)/ruff check src tests experiments

@@ -1,4 +1,4 @@
-"""Test setup: CPU only, offline, 2 threads, fixed seeds; the fake claim used by CLI tests."""
+"""Test setup: CPU only (but under ``-m gpu``), offline, 2 threads, fixed seeds; the CLI tests' fake claim."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -16,6 +15,13 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests run on the CPU whatever the machine has; only the GPU suite (``pytest -m gpu``) sees
+    # the GPUs. CUDA reads the variable when it first starts, which is later than this.
+    if (config.option.markexpr or "").strip() != "gpu":
+        os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
 # Imported on purpose by the CLI tests to show a missing extra; doctest collection must skip it.

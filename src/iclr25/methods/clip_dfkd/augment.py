@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from iclr25.common import rng
+
 __all__ = ["random_augment"]
 
 
@@ -42,15 +44,15 @@ def random_augment(
         torch.Size([4, 3, 8, 8])
     """
     n = x.shape[0]
-    s = scale[0] + (scale[1] - scale[0]) * torch.rand(n, generator=generator)
-    t = (2 * torch.rand(n, 2, generator=generator) - 1) * shift
-    sign = torch.where(torch.rand(n, generator=generator) < 0.5, -1.0, 1.0) if flip else torch.ones(n)
+    s = scale[0] + (scale[1] - scale[0]) * rng.rand(n, generator=generator)
+    t = (2 * rng.rand(n, 2, generator=generator) - 1) * shift
+    sign = torch.where(rng.rand(n, generator=generator) < 0.5, -1.0, 1.0) if flip else torch.ones(n)
     theta = torch.zeros(n, 2, 3)
     theta[:, 0, 0], theta[:, 1, 1] = s * sign, s  # the output samples a crop of side s (flipped)
     theta[:, :, 2] = t
     grid = F.affine_grid(theta.to(x), list(x.shape), align_corners=False)  # (N, H, W, 2)
     out = F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
-    b = (2 * torch.rand(n, 1, 1, 1, generator=generator) - 1) * jitter
-    c = 1 + (2 * torch.rand(n, 1, 1, 1, generator=generator) - 1) * jitter
+    b = (2 * rng.rand(n, 1, 1, 1, generator=generator) - 1) * jitter
+    c = 1 + (2 * rng.rand(n, 1, 1, 1, generator=generator) - 1) * jitter
     mean = out.mean(dim=(1, 2, 3), keepdim=True)
     return ((out - mean) * c.to(x) + mean + b.to(x)).clamp(0, 1)

@@ -108,7 +108,8 @@ def deep_inversion(
                 base=min(base_size, image_size),
                 init_std=init_std,
                 generator=generator,
-            )
+            ).to(teacher.mean.device)  # drawn with the generator, optimised where the teacher lives
+            y = y.to(teacher.mean.device)
             opt = torch.optim.Adam(param.parameters(), lr=lr)
             for step in range(steps):
                 x = param()
@@ -124,7 +125,7 @@ def deep_inversion(
                 if step % 20 == 0:
                     progress("deep inversion", b_i * steps + step, len(batches) * steps)
             with torch.no_grad():
-                out.append(param().detach())
+                out.append(param().detach().cpu())
     finally:
         hook.remove()
     return SyntheticSet(torch.cat(out), labels, torch.zeros(n, dtype=torch.long), ("none",))

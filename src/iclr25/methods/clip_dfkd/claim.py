@@ -212,8 +212,12 @@ def _flagged(detector: torch.nn.Module, images: torch.Tensor) -> float:
 
 
 def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress) -> RunResult:
-    """One seed: every arm's synthesis and distillation, real-render accuracy, the distractor part."""
-    del device  # CPU-scale check
+    """One seed: every arm's synthesis and distillation, real-render accuracy, the distractor part.
+
+    The teacher and the students run on ``device``; every random draw (initial images, batch
+    orders, augmentations) comes from CPU generators, and the image sets stay on the CPU. The
+    distractor detector and the untrained ViT teacher are small and stay on the CPU.
+    """
     t_start = time.perf_counter()
     classes = TASK_SHAPES[: cfg.n_classes]
     n_syn = cfg.inversion.images_per_class * cfg.n_classes
@@ -233,7 +237,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     synthetic: dict[str, SyntheticSet] = {}
     notes: list[str] = []
 
-    teacher = _teacher(cfg)
+    teacher = _teacher(cfg).to(device)
     head = ZeroShotClassifier(teacher, classes, (cfg.inversion.class_template,))
     m["teacher_bn"] = test(head)
 
@@ -242,7 +246,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
 
     def syn_teacher_acc(s: SyntheticSet) -> float:
         with torch.no_grad():
-            return float((head(s.images).argmax(1) == s.labels).float().mean())
+            return float((head(s.images.to(device)).argmax(1).cpu() == s.labels).float().mean())
 
     def invert(arm: str, mode: str, k: int) -> SyntheticSet:
         t0 = time.perf_counter()
@@ -264,7 +268,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         t0 = time.perf_counter()
         with torch.random.fork_rng():
             torch.manual_seed(seed * 1000 + 500)  # every arm's student starts from the same weights
-            net = TinyResNet(cfg.n_classes)
+            net = TinyResNet(cfg.n_classes).to(device)
         curve: list[float] = []
 
         def on_epoch(epoch: int, model: torch.nn.Module) -> None:
@@ -414,7 +418,7 @@ def _grids(sets: dict[str, SyntheticSet], classes: tuple[str, ...]) -> dict[str,
 
 def _to_uint8(image: torch.Tensor) -> np.ndarray:
     """(3, H, W) in [0, 1] -> (2H, 2W, 3) uint8, nearest-neighbour upscaled."""
-    arr = (image.detach().clamp(0, 1).permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+    arr = (image.detach().cpu().clamp(0, 1).permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
     return arr.repeat(2, axis=0).repeat(2, axis=1)
 
 

@@ -53,7 +53,7 @@ def customize(
         progress: progress callback.
 
     Returns:
-        The trained student (eval mode): ``logits = student(images)``.
+        The trained student (eval mode), on the teacher's device: ``logits = student(images)``.
 
     Raises:
         TypeError: ``teacher`` is not a :class:`CLIPTeacher` (wrap a raw open_clip model with
@@ -78,5 +78,6 @@ def customize(
         progress=progress,
     )
     net = make_student(student, len(class_names)) if isinstance(student, str) else student
+    net = net.to(teacher.mean.device)  # the student trains where the teacher runs
     head = ZeroShotClassifier(teacher, class_names, (inversion.class_template,))
     return _distill(head, net, data, config=distill, generator=generator, progress=progress)

@@ -118,6 +118,7 @@ def distill(
     """
     check_images(data.images)
     cfg = config
+    device = next(student.parameters()).device  # batches move there; the set stays where it is
     teacher_clf.eval()
     opt = torch.optim.Adam(student.parameters(), lr=cfg.lr)
     n = len(data)
@@ -132,7 +133,7 @@ def distill(
         order = torch.randperm(n, generator=generator)
         for b in range(steps_per_epoch):
             idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
-            x = random_augment(data.images[idx], generator=generator)
+            x = random_augment(data.images[idx].to(device), generator=generator)
             with torch.no_grad():
                 z_t = teacher_clf(x)
             split = (
@@ -143,7 +144,7 @@ def distill(
             if split is None:
                 loss = loss_fn(student(x), z_t)
             else:
-                tr, te = split
+                tr, te = (mask.to(device) for mask in split)
                 loss = mldg_objective(
                     student,
                     loss_fn,
@@ -166,9 +167,11 @@ def distill(
 
 @torch.no_grad()
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int = 500) -> float:
-    """Top-1 accuracy of ``model`` (eval mode) on images in [0, 1]."""
+    """Top-1 accuracy of ``model`` (eval mode) on images in [0, 1] (batches move to its device)."""
     model.eval()
+    device = next(model.parameters()).device
     correct = 0
     for s in range(0, len(labels), batch_size):
-        correct += int((model(images[s : s + batch_size]).argmax(-1) == labels[s : s + batch_size]).sum())
+        pred = model(images[s : s + batch_size].to(device)).argmax(-1).cpu()
+        correct += int((pred == labels[s : s + batch_size].cpu()).sum())
     return correct / max(1, len(labels))

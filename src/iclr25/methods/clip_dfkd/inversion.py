@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from iclr25._core.claims import ProgressFn, no_progress
 from iclr25.methods.clip_dfkd.augment import random_augment
@@ -114,6 +115,7 @@ def class_prototypes(
     if missing:
         raise ValueError(f"every class needs at least one example image; missing classes {sorted(missing)}")
     v = F.normalize(teacher.encode_image(images), dim=-1)
+    labels = labels.to(v.device)
     protos = torch.stack([v[labels == c].mean(0) for c in range(num_classes)])
     return F.normalize(protos, dim=-1)
 
@@ -164,6 +166,7 @@ def invert_dataset(
         [cfg.style_template.format(style=s, name=c) for s in styles for c in class_names]
     )
     n = cfg.images_per_class * n_cls
+    device = teacher.mean.device  # images are optimised where the teacher lives
     labels = torch.arange(n) % n_cls
     style_ids = (torch.arange(n) // n_cls) % n_sty
     if parameterization is None:
@@ -179,8 +182,13 @@ def invert_dataset(
     for b_i, start in enumerate(batches):
         y = labels[start : start + cfg.batch_size]
         st = style_ids[start : start + cfg.batch_size]
+        # drawn with the generator (CPU for the usual one, so every device starts from the same
+        # images), then moved to the teacher
         param = parameterization(len(y), generator)
+        if isinstance(param, nn.Module):
+            param.to(device)
         opt = torch.optim.Adam(param.parameters(), lr=cfg.lr)
+        y, st = y.to(device), st.to(device)
         prompt_ids = st * n_cls + y
         t_styled, t_class = styled[prompt_ids], class_feats[y]
         for step in range(cfg.steps):
@@ -191,7 +199,7 @@ def invert_dataset(
             elif cfg.mode in ("match_ccm", "match"):
                 loss = match_loss(v, t_class)
             else:  # "ce"
-                loss = torch.zeros(())
+                loss = torch.zeros((), device=device)
             if cfg.mode in ("sdd_ccm", "match_ccm"):
                 loss = loss + cfg.ccm_weight * ccm_loss(v, class_feats, y, teacher.logit_scale)
             if cfg.mode == "ce":
@@ -205,5 +213,5 @@ def invert_dataset(
             if step % 20 == 0:
                 progress("inversion", b_i * cfg.steps + step, total)
         with torch.no_grad():
-            out.append(param().detach())
+            out.append(param().detach().cpu())  # the set lives on the CPU, whatever the teacher's device
     return SyntheticSet(torch.cat(out), labels, style_ids, tuple(styles))

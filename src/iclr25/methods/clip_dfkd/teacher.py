@@ -181,8 +181,11 @@ class CLIPTeacher(nn.Module):
         return float(self.model.logit_scale.exp())
 
     def encode_image(self, x: torch.Tensor) -> torch.Tensor:
-        """Unnormalised image embeddings of images in [0, 1]. Shape: (N, 3, H, W) -> (N, D)."""
-        return self.model.encode_image((x - self.mean) / self.std)
+        """Unnormalised image embeddings of images in [0, 1], on the teacher's device.
+
+        Shape: (N, 3, H, W) -> (N, D).
+        """
+        return self.model.encode_image((x.to(self.mean.device) - self.mean) / self.std)
 
     @torch.no_grad()
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:

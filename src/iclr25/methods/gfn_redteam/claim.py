@@ -253,7 +253,15 @@ def _tradeoff_series(m: dict, names: list[str], metric: str, ylabel: str, title:
     )
 
 
-def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, progress: ProgressFn) -> None:
+def _part_b(
+    cfg: ClaimConfig,
+    seed: int,
+    m: dict,
+    series: dict,
+    notes: list,
+    progress: ProgressFn,
+    device: str = "cpu",
+) -> None:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     tcfg = cfg.train
@@ -303,10 +311,12 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
 
     def train_arm(arm: str, kind: str, arm_cfg: GFNRedTeamConfig, stream: int) -> None:
         t = time.perf_counter()
+        # LoRA drawn on the CPU, then the policy and its sampler's generator on ``device`` (a CPU
+        # generator there is the plain seeded one, so CPU runs are unchanged)
         policy = attach_lora(
             copy.deepcopy(sft), r=arm_cfg.lora_r, alpha=arm_cfg.lora_alpha, seed=seed * 1000 + stream
-        )
-        g = torch.Generator().manual_seed(seed * 1000 + stream)
+        ).to(device)
+        g = torch.Generator(device=device).manual_seed(seed * 1000 + stream)
         reward = _reward(policy, prompt, world.victim(seed * 1000 + stream), clf, arm_cfg)
         if kind == "gfn":
             trainer: GFNTrainer | ReinforceAttackerTrainer = GFNTrainer(
@@ -315,7 +325,7 @@ def _part_b(cfg: ClaimConfig, seed: int, m: dict, series: dict, notes: list, pro
         else:
             trainer = ReinforceAttackerTrainer(policy, prompt, reward, arm_cfg, generator=g)
         histories[arm] = trainer.train(progress, stage=f"{arm}")
-        models[arm] = policy
+        models[arm] = policy.cpu()  # evaluated on the CPU, like the SFT prior and the smoothed arms
         timing[arm] = time.perf_counter() - t
 
     gfn_queries = tcfg.total_steps * tcfg.batch_size + tcfg.seed_batches * tcfg.batch_size
@@ -471,7 +481,8 @@ def run(
     Args:
         config: the claim's sizes.
         seed: the seed of the world, the models and every sampler.
-        device: only "cpu" is used at this scale.
+        device: where Part B's attackers train (GFlowNet and RL arms); Part A, the SFT prior,
+            the smoothing and the evaluation stay on the CPU.
         progress: called as ``progress(stage, done, total)``.
 
     Returns:
@@ -484,7 +495,7 @@ def run(
     t = time.perf_counter()
     _part_a(config, seed, m, series, progress)
     m["tb_exact"]["part_a_s"] = time.perf_counter() - t
-    _part_b(config, seed, m, series, notes, progress)
+    _part_b(config, seed, m, series, notes, progress, device)
     return RunResult(metrics=m, series=series, notes=notes)
 
 

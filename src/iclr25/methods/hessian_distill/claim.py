@@ -212,7 +212,7 @@ def _best_so_far(values: list[float], costs: list[float], grid: list[float]) -> 
     return out
 
 
-def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
+def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn, device: str = "cpu") -> RunResult:
     arms = ("distilled", "undistilled", "undistilled_matched", "random_teacher", "direct", "teacher",
             "exactness", "rows_vs_columns")  # fmt: skip
     m: dict[str, dict[str, float]] = {a: {} for a in arms}
@@ -266,7 +266,7 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     trainers: dict[str, DistillTrainer] = {}
 
     def fit(arm: str, model: torch.nn.Module, labels: object, run_cfg: DistillConfig) -> DistillTrainer:
-        trainers[arm] = DistillTrainer(model, labels, run_cfg).fit(
+        trainers[arm] = DistillTrainer(model, labels, run_cfg, device=device).fit(
             train, val, progress=lambda _s, done, total: progress(f"training {arm}", done, total)
         )
         return trainers[arm]
@@ -284,7 +284,9 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     # FLOPs of the distilled run in undistilled epochs: the undistilled run trains at least that
     # long (and to its own plateau), so one run gives the plateau and the compute-matched baselines
     # (a one-epoch undistilled run counts the same first step as the undistilled run below)
-    probe = DistillTrainer(make_student(cfg.student, seed=seed), None, dataclasses.replace(plain, epochs=1))
+    probe = DistillTrainer(
+        make_student(cfg.student, seed=seed), None, dataclasses.replace(plain, epochs=1), device=device
+    )
     flop_ratio = trainers["distilled"].step_flops_ / probe.fit(train, val).step_flops_
     cost = _compute_epochs(trainers["distilled"], flop_ratio, steps_per_epoch)
     matched_units = cost[-1]
@@ -306,6 +308,8 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
         "undistilled": (trainers["undistilled"].best_epoch_, trainers["undistilled"].model_),
         "undistilled_matched": trainers["undistilled"].best_up_to(matched),
     }
+    # the students trained on ``device``; evaluation and MD run on the CPU, as everywhere else
+    selected = {arm: (best, model.cpu()) for arm, (best, model) in selected.items()}
     for arm, (best, model) in selected.items():
         m[arm].update(evaluate(model, test))
         m[arm]["best_epoch"] = float(best)
@@ -473,19 +477,20 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
 def run(
     config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
 ) -> RunResult:
-    """Run one seed on CPU (``device`` is accepted for the common signature).
+    """Run one seed: the students train on ``device``; everything else runs on the CPU.
 
     Args:
         config: the claim's sizes.
         seed: seeds the specialised data, the students, the row sampling and the MD velocities
             (the foundation teacher has its own seed, ``config.foundation.seed``).
-        device: ignored (the models are tiny and run on the CPU).
+        device: where the students train (their data order and Hessian rows are drawn on the
+            CPU, so a CPU run is unchanged); the teacher, evaluation and MD stay on the CPU.
         progress: called as ``progress(stage, done, total)`` per training epoch and MD run.
 
     Returns:
         The per-arm metrics, figures and notes of this seed.
     """
-    return _run(config, seed, progress)
+    return _run(config, seed, progress, device)
 
 
 _FULL = ClaimConfig()

@@ -391,3 +391,7 @@ class LabelledStructures:
         sub = self.batch.select(idx)
         atom_idx = torch.cat([torch.arange(int(self.batch.ptr[b]), int(self.batch.ptr[b + 1])) for b in idx])
         return LabelledStructures(sub, self.energy[idx], self.forces[atom_idx])
+
+    def to(self, device: torch.device | str) -> LabelledStructures:
+        """A copy with every tensor on ``device``."""
+        return LabelledStructures(self.batch.to(device), self.energy.to(device), self.forces.to(device))

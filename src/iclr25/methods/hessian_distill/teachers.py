@@ -42,10 +42,10 @@ def batch_to_atoms(batch: AtomsBatch) -> list[Any]:
     for b in range(batch.num_structures):
         lo, hi = int(batch.ptr[b]), int(batch.ptr[b + 1])
         a = ase.Atoms(
-            numbers=batch.numbers[lo:hi].numpy(),
-            positions=batch.pos[lo:hi].detach().double().numpy(),
-            cell=batch.cell[b].detach().double().numpy(),
-            pbc=batch.pbc[b].numpy(),
+            numbers=batch.numbers[lo:hi].cpu().numpy(),
+            positions=batch.pos[lo:hi].detach().double().cpu().numpy(),
+            cell=batch.cell[b].detach().double().cpu().numpy(),
+            pbc=batch.pbc[b].cpu().numpy(),
         )
         a.info["id"] = batch.ids[b]
         out.append(a)
@@ -194,6 +194,8 @@ class TorchTeacher:
     Args:
         model: an energy model (``forward(batch) -> {"energy", "forces"}``).
         dtype: dtype the teacher is evaluated in (float64 for exact rows).
+        device: where the model runs (default: where it already is). Batches move there;
+            results come back on the CPU.
 
     Example:
         >>> from ase.cluster import Icosahedron
@@ -204,8 +206,14 @@ class TorchTeacher:
         torch.Size([1, 13, 3])
     """
 
-    def __init__(self, model: nn.Module, *, dtype: torch.dtype = torch.float64) -> None:
-        self.model = model.to(dtype).eval()
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        dtype: torch.dtype = torch.float64,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.model = model.to(dtype=dtype, device=device).eval()
         self.dtype = dtype
         self.conservative = bool(getattr(model, "conservative", True))
         self.convention = "rows (autograd VJP)"
@@ -228,14 +236,20 @@ class TorchTeacher:
         """Teacher energies ``[B]`` and forces (list of ``[n, 3]``)."""
         cut = cutoff or float(getattr(self.model, "cutoff", 5.0))
         batch = AtomsBatch.from_atoms(list(atoms_list), cutoff=cut, dtype=self.dtype)
-        out = self.model(batch)
-        f = out["forces"].detach().numpy()
+        out = self.model(batch.to(self._device()))
+        f = out["forces"].detach().cpu().numpy()
         split = batch.ptr[1:-1].tolist()
-        return out["energy"].detach().numpy(), list(np.split(f, split))
+        return out["energy"].detach().cpu().numpy(), list(np.split(f, split))
+
+    def _device(self) -> torch.device:
+        p = next(iter(self.model.parameters()), None)
+        return p.device if p is not None else torch.device("cpu")
 
     def hessian_rows(self, batch: AtomsBatch, rows: torch.Tensor) -> torch.Tensor:
-        """Autograd rows ``[R, N_max, 3]`` (detached)."""
-        return hessian_rows(self.model, batch.to(dtype=self.dtype), rows).detach()
+        """Autograd rows ``[R, N_max, 3]`` (detached, on ``batch``'s device)."""
+        dev = self._device()
+        out = hessian_rows(self.model, batch.to(device=dev, dtype=self.dtype), rows.to(dev)).detach()
+        return out.to(batch.pos.device)
 
     def as_calculator(self, **kwargs: Any) -> StudentCalculator:
         """The teacher's model as an ASE calculator (energy, forces; stress for periodic cells).

@@ -57,6 +57,14 @@ def fit_normalisation(data: LabelledStructures) -> tuple[float, dict[int, float]
     return sigma, {int(e): float(c) for e, c in zip(elements, coef, strict=True)}
 
 
+def _device_of(model: nn.Module) -> torch.device:
+    """The device of a model's first parameter or buffer (the CPU for a model with neither)."""
+    t = next(iter(model.parameters()), None)
+    if t is None:
+        t = next(iter(model.buffers()), None)
+    return t.device if t is not None else torch.device("cpu")
+
+
 def evaluate(model: nn.Module, data: LabelledStructures, *, chunk: int = 64) -> dict[str, float]:
     """Force MAE (mean |ΔF| over components, eV/Å), force L2MAE and per-atom energy MAE (eV/atom).
 
@@ -64,9 +72,10 @@ def evaluate(model: nn.Module, data: LabelledStructures, *, chunk: int = 64) -> 
     """
     was = model.training
     model.eval()
+    device = _device_of(model)
     f_abs, f_l2, e_abs, n_atoms = 0.0, 0.0, 0.0, 0
     for start in range(0, len(data), chunk):
-        part = data.select(range(start, min(start + chunk, len(data))))
+        part = data.select(range(start, min(start + chunk, len(data)))).to(device)
         out = model(part.batch)
         df = out["forces"].detach().double() - part.forces.double()
         f_abs += float(df.abs().sum())
@@ -91,6 +100,9 @@ class DistillTrainer:
             (a :class:`~iclr25.methods.hessian_distill.TeacherLabelStore`), or ``None`` when
             ``lambda_h == 0``.
         config: the run settings.
+        device: where the student trains. The data stay on the CPU and each batch is moved;
+            the batch order and the sampled Hessian rows are drawn on the CPU, so they do not
+            depend on the device.
 
     Attributes:
         model_: the EMA weights after :meth:`fit` (used for evaluation and MD): those of the
@@ -114,9 +126,17 @@ class DistillTrainer:
         1
     """
 
-    def __init__(self, student: nn.Module, teacher_labels: Any, config: DistillConfig) -> None:
+    def __init__(
+        self,
+        student: nn.Module,
+        teacher_labels: Any,
+        config: DistillConfig,
+        *,
+        device: str | torch.device = "cpu",
+    ) -> None:
         if config.lambda_h > 0 and teacher_labels is None:
             raise ValueError("lambda_h > 0 needs teacher_labels")
+        self.device = torch.device(device)
         self.student = student
         self.labels = teacher_labels
         self.config = config
@@ -147,7 +167,7 @@ class DistillTrainer:
         sigma, atomref = fit_normalisation(train)
         if hasattr(self.student, "set_normalisation"):
             self.student.set_normalisation(sigma, atomref)
-        model = self.student
+        model = self.student.to(self.device)
         model.train()
         ema = copy.deepcopy(model)
         ema.requires_grad_(False)
@@ -269,12 +289,16 @@ class DistillTrainer:
         gen: torch.Generator,
         running: dict[str, torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Eq. 3 on one batch: ``(L, L_E, L_F, L_H)``."""
+        """Eq. 3 on one batch: ``(L, L_E, L_F, L_H)``.
+
+        ``part`` is on the CPU, where the rows are drawn; the model sees its copy on the device.
+        """
         cfg = self.config
-        pred = model(part.batch)
-        l_e, l_f = energy_force_loss(pred, part.energy, part.forces, part.batch, force_std=sigma)
+        dev = part.to(self.device)
+        pred = model(dev.batch)
+        l_e, l_f = energy_force_loss(pred, dev.energy, dev.forces, dev.batch, force_std=sigma)
         loss = cfg.lambda_e * l_e + cfg.lambda_f * l_f
-        l_h = torch.zeros(())
+        l_h = torch.zeros((), device=self.device)
         if lam_h > 0:
             rows = sample_rows(
                 part.batch,
@@ -284,13 +308,14 @@ class DistillTrainer:
                 running_loss=running,
                 allowed=self.labels.allowed_for(part.batch),
             )
+            rows_dev = rows.to(self.device)
             j_s = hessian_rows(
-                model, part.batch, rows, mode=cfg.hessian_mode, create_graph=True, fd_step=cfg.fd_step
+                model, dev.batch, rows_dev, mode=cfg.hessian_mode, create_graph=True, fd_step=cfg.fd_step
             )
-            j_t = self.labels.rows_for(part.batch, rows).to(j_s.dtype)
-            l_h = loss_h(j_s, j_t, rows, part.batch)
+            j_t = self.labels.rows_for(part.batch, rows).to(j_s)
+            l_h = loss_h(j_s, j_t, rows_dev, dev.batch)
             if cfg.row_strategy == "hard":
-                self._update_running(running, part, rows, j_s.detach(), j_t, sigma)
+                self._update_running(running, part, rows, j_s.detach().cpu(), j_t.cpu(), sigma)
             loss = loss + lam_h * l_h
         return loss, l_e, l_f, l_h
 
@@ -324,6 +349,7 @@ def train_teacher(
     elements: Sequence[int] | None = None,
     dtype: torch.dtype = torch.float64,
     progress: Callable[[str, int, int], None] | None = None,
+    device: str | torch.device = "cpu",
 ) -> TorchTeacher:
     """Train the NN teacher (mode B) on a broad set with energies and forces only.
 
@@ -343,6 +369,7 @@ def train_teacher(
         elements: atomic numbers the teacher accepts (default: those in ``train``).
         dtype: dtype the returned teacher is evaluated in (float64 for exact rows).
         progress: passed to :meth:`DistillTrainer.fit` (called once per epoch).
+        device: where the teacher trains; it is returned on the CPU.
 
     Returns:
         A :class:`TorchTeacher` holding the EMA weights of the trained model.
@@ -370,5 +397,5 @@ def train_teacher(
             )
     zs = sorted(set(train.batch.numbers.tolist())) if elements is None else [int(z) for z in elements]
     model = make_student(arch, elements=tuple(zs), seed=cfg.seed)
-    trainer = DistillTrainer(model, None, cfg).fit(train, val, progress=progress)
-    return TorchTeacher(trainer.model_, dtype=dtype)
+    trainer = DistillTrainer(model, None, cfg, device=device).fit(train, val, progress=progress)
+    return TorchTeacher(trainer.model_.cpu(), dtype=dtype)

@@ -79,8 +79,11 @@ def _train_arm(
     *,
     model_kw: dict | None = None,
     loss_kw: dict | None = None,
+    device: str = "cpu",
 ):
-    """Train one arm, recording its validation losses every ``cfg.val_every`` steps.
+    """Train one arm on ``device``, recording its validation losses every ``cfg.val_every`` steps.
+
+    The weights are initialised on the CPU and then moved, so every device starts alike.
 
     Returns:
         The model, its training log, its validation curve ``{"step": [...], "val_cls": [...], ...}``
@@ -112,6 +115,7 @@ def _train_arm(
         progress=lambda d, t: progress(stage, d, t),
         callback=validate,
         callback_every=cfg.val_every,
+        device=device,
     )
     return model, log, curve, time.perf_counter() - t0 - t_val[0]
 
@@ -167,7 +171,9 @@ class _NoPosition(torch.nn.Module):
         self.enc = enc
 
     def forward(self, boxes: torch.Tensor, kinds: torch.Tensor, height: int, width: int) -> torch.Tensor:
-        centre = torch.tensor([0.0, 0.0, float(width), float(height)], dtype=boxes.dtype).expand_as(boxes)
+        centre = torch.tensor(
+            [0.0, 0.0, float(width), float(height)], dtype=boxes.dtype, device=boxes.device
+        ).expand_as(boxes)
         return self.enc(centre, kinds, height, width)
 
 
@@ -184,7 +190,8 @@ def run(
     Args:
         config: sizes, steps and the network.
         seed: world, initialisation, batches and sampled points.
-        device: accepted for the runner; the models run on the CPU at this scale.
+        device: where the arms train and are evaluated; the latency and FLOP comparison runs on
+            the CPU, as the check's efficiency rows are CPU timings.
         progress: called from the training loops.
 
     Returns:
@@ -206,7 +213,7 @@ def run(
     logs, curves = {}, {}
 
     joint, logs["rmp_sam"], curves["rmp_sam"], t_joint = _train_arm(
-        cfg, train, val, seed, cfg.steps, progress, "train joint"
+        cfg, train, val, seed, cfg.steps, progress, "train joint", device=device
     )
     metrics["rmp_sam"] = (
         _evaluate(joint, test, cfg)
@@ -214,7 +221,15 @@ def run(
         | _plateau(cfg, curves["rmp_sam"], cfg.steps)
     )
     fixed, logs["fixed"], curves["fixed"], t_fixed = _train_arm(
-        cfg, train, val, seed, cfg.steps, progress, "train fixed-assignment", loss_kw={"matcher": "fixed"}
+        cfg,
+        train,
+        val,
+        seed,
+        cfg.steps,
+        progress,
+        "train fixed-assignment",
+        loss_kw={"matcher": "fixed"},
+        device=device,
     )
     metrics["fixed"] = (
         _evaluate(fixed, test, cfg, clicks=False)
@@ -228,7 +243,15 @@ def run(
     if cfg.ablations:
         for arm, kw in (("no_adapter", {"adapters": False}), ("no_isolation", {"prompt_isolation": False})):
             model, logs[arm], curves[arm], t = _train_arm(
-                cfg, train, val, seed, cfg.ablation_steps, progress, f"train {arm}", model_kw=kw
+                cfg,
+                train,
+                val,
+                seed,
+                cfg.ablation_steps,
+                progress,
+                f"train {arm}",
+                model_kw=kw,
+                device=device,
             )
             metrics[arm] = _evaluate(model, test, cfg) | {"train_s": t}
     else:  # not run at this budget: report-only rows show "not measured"
@@ -248,7 +271,8 @@ def run(
     metrics["oracle"] = {"pq": panoptic_quality(gts, gts, things, stuffs)["pq"]}
     metrics["stuff_only"] = {"pq": panoptic_quality(stuff_only, gts, things, stuffs)["pq"]}
 
-    # efficiency: the same backbone features, resolution, width and query count
+    # efficiency: the same backbone features, resolution, width and query count (on the CPU)
+    joint.cpu()
     progress("latency", 0, 1)
     torch.manual_seed(seed * 100 + 2)
     m2f = Mask2FormerDecoder(

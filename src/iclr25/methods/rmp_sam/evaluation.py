@@ -32,10 +32,11 @@ def evaluate_panoptic(
     from iclr25.methods.rmp_sam.postprocess import panoptic_inference
 
     model.eval()
+    dev = next(model.parameters()).device
     nc, nt = model.config.num_classes, data.num_things
     preds, gts = [], []
     for s in range(0, data.images.shape[0], batch):
-        images = data.images[s : s + batch]
+        images = data.images[s : s + batch].to(dev)
         if not class_agnostic:
             results = model.panoptic(images, **thresholds)
         else:
@@ -64,13 +65,17 @@ def evaluate_panoptic(
 def evaluate_video(model: RMPSAM, data: SegData, *, clip_size: int) -> dict[str, float]:
     """Tube mAP of ``model.track`` on the test videos (thing tracks)."""
     model.eval()
+    dev = next(model.parameters()).device
     ap = VideoMaskAP()
     for v in range(data.videos.shape[0]):
-        tracks = model.track(data.videos[v], clip_size=clip_size)
-        preds = [{"label": t["label_id"], "score": t["score"], "masks": t["masks"].numpy()} for t in tracks]
+        tracks = model.track(data.videos[v].to(dev), clip_size=clip_size)
+        preds = [
+            {"label": t["label_id"], "score": t["score"], "masks": t["masks"].cpu().numpy()} for t in tracks
+        ]
         t = data.video_targets[v]
         gts = [
-            {"label": int(lab), "masks": m.numpy()} for lab, m in zip(t["labels"], t["masks"], strict=True)
+            {"label": int(lab), "masks": m.cpu().numpy()}
+            for lab, m in zip(t["labels"], t["masks"], strict=True)
         ]
         ap.update(preds, gts)
     return ap.compute()
@@ -86,15 +91,15 @@ def evaluate_clicks(model: RMPSAM, data: SegData, *, max_clicks: int = 20) -> di
     ious, nocs = [], []
     for i in range(data.images.shape[0]):
         t = data.targets[i]
-        gts = [t["masks"][k].numpy() for k in torch.nonzero(t["isthing"]).flatten().tolist()]
+        gts = [t["masks"][k].cpu().numpy() for k in torch.nonzero(t["isthing"]).flatten().tolist()]
         if not gts:
             continue
         pred.set_image(data.images[i])
         masks, _, _ = pred.predict_points(np.array([center_click(g) for g in gts]))
-        ious.extend(click_iou(m.numpy(), g) for m, g in zip(masks, gts, strict=True))
+        ious.extend(click_iou(m.cpu().numpy(), g) for m, g in zip(masks, gts, strict=True))
 
         def one(pts: np.ndarray, labels: np.ndarray) -> np.ndarray:
-            return pred.predict(point_coords=pts, point_labels=labels)[0][0].numpy()
+            return pred.predict(point_coords=pts, point_labels=labels)[0][0].cpu().numpy()
 
         nocs.extend(noc(one, g, max_clicks=max_clicks)[0] for g in gts)
     return {"click_miou": float(np.mean(ious)), "noc85": float(np.mean(nocs)), "n_clicks": float(len(ious))}
@@ -129,21 +134,24 @@ def validation_losses(
         queries learn to name shapes), ``val_panoptic``, ``val_video``, ``val_interactive`` (each
         task's summed loss) and ``val_loss`` (their sum).
     """
-    from iclr25.methods.rmp_sam.train import prompt_batch, video_batch
+    from iclr25.methods.rmp_sam.train import prompt_batch, to_device, video_batch
 
     was_training = model.training
     model.eval()
+    dev = next(model.parameters()).device  # draws on the CPU, batches moved to the model
     rng = np.random.default_rng([seed, 5])
     gen = torch.Generator().manual_seed(seed)
     idx = list(range(data.images.shape[0]))
-    pan = model.loss(model(data.images, task="panoptic"), data.targets, "panoptic", loss, gen)
+    images = data.images.to(dev)
+    pan = model.loss(model(images, task="panoptic"), to_device(data.targets, dev), "panoptic", loss, gen)
     out = {"val_cls": float(pan["loss_cls"]), "val_panoptic": float(sum(pan.values()))}
     if data.videos.shape[0]:
         clips, targets = video_batch(data, list(range(data.videos.shape[0])), clip_len, rng)
-        vid = model.loss(model(clips, task="video"), targets, "video", loss, gen)
+        vid = model.loss(model(clips.to(dev), task="video"), to_device(targets, dev), "video", loss, gen)
         out["val_video"] = float(sum(vid.values()))
     pts, masks, valid = prompt_batch(data, idx, max_prompts, 0.0, model.config.box_half, rng)
-    res = model(data.images, task="interactive", prompts={"points": pts, "valid": valid})
+    pts, masks, valid = pts.to(dev), masks.to(dev), valid.to(dev)
+    res = model(images, task="interactive", prompts={"points": pts, "valid": valid})
     inter = model.loss(res, {"masks": masks, "valid": valid}, "interactive", loss, gen)
     out["val_interactive"] = float(sum(inter.values()))
     out["val_loss"] = out["val_panoptic"] + out.get("val_video", 0.0) + out["val_interactive"]

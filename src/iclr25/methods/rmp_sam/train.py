@@ -17,7 +17,14 @@ from iclr25.methods.rmp_sam.data import SegData
 from iclr25.methods.rmp_sam.model import RMPSAM
 from iclr25.methods.rmp_sam.video import frames_to_tube
 
-__all__ = ["co_train", "prompt_batch", "video_batch"]
+__all__ = ["co_train", "prompt_batch", "to_device", "video_batch"]
+
+
+def to_device(
+    targets: list[dict[str, torch.Tensor]], device: torch.device | str
+) -> list[dict[str, torch.Tensor]]:
+    """A copy of per-image target dicts with every tensor on ``device`` (others kept as they are)."""
+    return [{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in t.items()} for t in targets]
 
 
 def video_batch(data: SegData, idx: list[int], clip_len: int, rng: np.random.Generator):
@@ -79,6 +86,7 @@ def co_train(
     progress_every: int = 25,
     callback: Callable[[int], None] | None = None,
     callback_every: int = 0,
+    device: str | torch.device | None = None,
 ) -> list[tuple[int, str, float]]:
     """Train on batches cycling over ``train.tasks`` (each batch one task).
 
@@ -94,12 +102,17 @@ def co_train(
             (e.g. a validation pass; it must leave the model in training mode, as
             :func:`~iclr25.methods.rmp_sam.evaluation.validation_losses` does).
         callback_every: steps between callback calls (0: never).
+        device: where to train (default: where ``model`` already is). Batches are drawn on the
+            CPU (numpy and CPU generators) and moved there, so every device sees the same batches.
 
     Returns:
         ``(step, task, loss)`` of every step.
     """
     if train.steps < 0:
         raise ValueError(f"steps must be >= 0, got {train.steps}")
+    if device is not None:
+        model.to(device)
+    dev = next(model.parameters()).device
     rng = np.random.default_rng([seed, 11])
     gen = torch.Generator().manual_seed(seed * 7 + 3)
     bb = [p for p in model.backbone.parameters() if p.requires_grad]
@@ -123,19 +136,20 @@ def co_train(
         task = tasks[step % len(tasks)]
         if task == "panoptic":
             idx = rng.integers(0, n_img, size=train.batch_size).tolist()
-            out = model(data.images[idx], task="panoptic")
-            losses = model.loss(out, [data.targets[i] for i in idx], "panoptic", loss, gen)
+            out = model(data.images[idx].to(dev), task="panoptic")
+            losses = model.loss(out, to_device([data.targets[i] for i in idx], dev), "panoptic", loss, gen)
         elif task == "video":
             idx = rng.integers(0, n_vid, size=train.video_batch).tolist()
             clips, targets = video_batch(data, idx, train.clip_len, rng)
-            out = model(clips, task="video")
-            losses = model.loss(out, targets, "video", loss, gen)
+            out = model(clips.to(dev), task="video")
+            losses = model.loss(out, to_device(targets, dev), "video", loss, gen)
         elif task == "interactive":
             idx = rng.integers(0, n_img, size=train.batch_size).tolist()
             pts, masks, valid = prompt_batch(
                 data, idx, train.max_prompts, train.point_noise, model.config.box_half, rng
             )
-            out = model(data.images[idx], task="interactive", prompts={"points": pts, "valid": valid})
+            pts, masks, valid = pts.to(dev), masks.to(dev), valid.to(dev)
+            out = model(data.images[idx].to(dev), task="interactive", prompts={"points": pts, "valid": valid})
             losses = model.loss(out, {"masks": masks, "valid": valid}, "interactive", loss, gen)
         else:
             raise ValueError(f"unknown task {task!r}")

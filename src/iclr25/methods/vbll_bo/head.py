@@ -26,6 +26,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from iclr25.common import rng
+
 __all__ = ["VBLLHead", "blr_posterior", "cholesky_rank1_update", "recursive_update"]
 
 Ablation = Literal["no_trace", "noise_as_variance"] | None
@@ -241,11 +243,12 @@ class VBLLHead(nn.Module):
         port's normal draw is made in both modes, so the two differ in the noise only and the rest
         of the generator's stream (minibatch order, Thompson paths) is the same.
         """
+        # drawn on the generator's device (the CPU for a CPU generator), then moved to the head's
         opts = {"dtype": torch.float64, "device": self.mean.device, "generator": generator}
         m, n = self.out_features, self.in_features
         sd = math.sqrt(self.prior_var)
-        self.mean.copy_(torch.randn(m, n, **opts) * sd)
-        jitter = 1e-2 * torch.randn(m, n, **opts)
+        self.mean.copy_(rng.randn(m, n, **opts) * sd)
+        jitter = 1e-2 * rng.randn(m, n, **opts)
         if self.parameterization == "dense_precision":
             self.cov_logdiag.copy_(-math.log(sd) + jitter)  # Cholesky of the precision I / s0
             self.cov_offdiag.zero_()
@@ -254,8 +257,8 @@ class VBLLHead(nn.Module):
             if self.parameterization == "dense":
                 self.cov_offdiag.zero_()
             elif self.parameterization == "lowrank":
-                self.cov_factor.copy_(1e-3 * sd * torch.randn(self.cov_factor.shape, **opts))
-        noise = torch.randn(m, **opts) * math.log(self.wishart_scale)
+                self.cov_factor.copy_(1e-3 * sd * rng.randn(*self.cov_factor.shape, **opts))
+        noise = rng.randn(m, **opts) * math.log(self.wishart_scale)
         if self.noise_init == "unit":
             self.log_noise.zero_()
         else:

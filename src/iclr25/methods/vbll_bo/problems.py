@@ -113,11 +113,11 @@ class NNDraw(_synthetic.SyntheticTestFunction):
             xt = torch.tensor(x, dtype=dtype).reshape(starts_x.shape).requires_grad_(True)
             v = -self._evaluate_true(xt).sum()
             (grad,) = torch.autograd.grad(v, xt)
-            return float(v.detach()), grad.reshape(-1).numpy()
+            return float(v.detach()), grad.reshape(-1).cpu().numpy()
 
         res = optimize.minimize(
             fun,
-            starts_x.reshape(-1).numpy(),
+            starts_x.reshape(-1).cpu().numpy(),
             jac=True,
             method="L-BFGS-B",
             bounds=[(0.0, 1.0)] * starts_x.numel(),

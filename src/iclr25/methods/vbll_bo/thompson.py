@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from iclr25._core.registry import require
+from iclr25.common import rng
 
 from .model import VBLLModel
 
@@ -58,7 +59,9 @@ def maximize_path(
     """
     lo, hi = bounds[0].to(torch.float64), bounds[1].to(torch.float64)
     d = lo.shape[-1]
-    raw = lo + (hi - lo) * torch.rand(raw_samples, d, generator=generator, dtype=torch.float64)
+    raw = lo + (hi - lo) * rng.rand(
+        raw_samples, d, generator=generator, device=lo.device, dtype=torch.float64
+    )
     with torch.no_grad():
         vals = path(raw)[..., 0]
     order = torch.argsort(vals, descending=True)[:num_restarts]
@@ -69,14 +72,14 @@ def maximize_path(
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         # independent starts: one L-BFGS-B run on the summed objective optimises each of them
-        xt = torch.tensor(x, dtype=torch.float64).reshape(starts.shape).requires_grad_(True)
+        xt = torch.tensor(x, dtype=torch.float64, device=lo.device).reshape(starts.shape).requires_grad_(True)
         v = -path(xt)[..., 0].sum()
         (g,) = torch.autograd.grad(v, xt)
-        return float(v.detach()), g.reshape(-1).numpy().astype(np.float64)
+        return float(v.detach()), g.reshape(-1).cpu().numpy().astype(np.float64)
 
     try:
-        res = _minimize(fun, starts.reshape(-1).numpy(), box * starts.shape[0])
-        xs = torch.as_tensor(res.x, dtype=torch.float64).reshape(starts.shape).clamp(lo, hi)
+        res = _minimize(fun, starts.reshape(-1).cpu().numpy(), box * starts.shape[0])
+        xs = torch.as_tensor(res.x, dtype=torch.float64, device=lo.device).reshape(starts.shape).clamp(lo, hi)
         with torch.no_grad():
             v = path(xs)[..., 0]
         i = int(torch.argmax(torch.nan_to_num(v, nan=-torch.inf)))

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from iclr25._core.claims import ProgressFn
+from iclr25.common import rng
 
 from .config import FitConfig
 
@@ -156,7 +157,7 @@ def fit_vbll(
     model.train()
     for _ in range(config.max_epochs):
         n_epochs += 1
-        perm = torch.randperm(T, generator=generator, device=X.device)
+        perm = rng.randperm(T, generator=generator, device=X.device)
         total = 0.0
         for i in range(0, T, config.batch_size):
             idx = perm[i : i + config.batch_size]

@@ -133,8 +133,10 @@ def _bed(
     m: dict[str, dict[str, float]],
     notes: list[str],
     tick: Callable[[str], None],
+    device: str = "cpu",
 ) -> dict[str, list[float]]:
-    """Train every arm's victim on one bed; write ``{bed}_*`` metrics; return val ASR curves."""
+    """Train every arm's victim on one bed (networks on ``device``); write ``{bed}_*`` metrics;
+    return val ASR curves."""
     assert pools.val is not None
     x, y = pools.train.images, pools.train.labels
     size = x.shape[-1]
@@ -146,12 +148,12 @@ def _bed(
     x_t = x[idx]  # selection sees target-class images only (trap 11)
 
     t0 = time.perf_counter()
-    encoder = train_simclr_encoder(pools.public, cfg.surrogate, seed)  # public pool only
+    encoder = train_simclr_encoder(pools.public, cfg.surrogate, seed, device=device)  # public pool only
     m["knn_hard"][f"{bed}_encoder_s"] = time.perf_counter() - t0
     m["knn_hard"][f"{bed}_encoder_probe"] = _probe_accuracy(encoder, pools)
     letters = ood_letters(cfg.n_ood_per_class, size, seed=seed)
     ood_x = letters.images.expand(-1, x.shape[1], -1, -1).contiguous()  # grey letters, C channels
-    ood = train_ood_surrogate(x_t, ood_x, letters.labels, cfg.surrogate, seed=vseed)
+    ood = train_ood_surrogate(x_t, ood_x, letters.labels, cfg.surrogate, seed=vseed, device=device)
     tick(f"{bed}: surrogates")
 
     curves: dict[str, tuple[list[float], list[float]]] = {}
@@ -165,7 +167,7 @@ def _bed(
                 ca_c.append(clean_accuracy(model, pools.val))
                 asr_c.append(attack_success_rate(model, pools.val, trig, target))
 
-        model = train_victim(ds, vcfg, vseed, num_classes=pools.num_classes, on_epoch_end=read)
+        model = train_victim(ds, vcfg, vseed, num_classes=pools.num_classes, on_epoch_end=read, device=device)
         curves[arm] = (ca_c, asr_c)
         m[arm][f"{bed}_ca"] = clean_accuracy(model, pools.test)  # final epoch (trap 8)
         m[arm][f"{bed}_asr"] = attack_success_rate(model, pools.test, trig, target)
@@ -192,7 +194,7 @@ def _bed(
         victim(arm, PoisonedDataset(pools.train, sel.poison_indices_, trig))
     # full-knowledge oracle (ceiling): the target images the clean victim fits worst
     with torch.no_grad():
-        loss_t = F.cross_entropy(clean(x_t), torch.full((n_t,), target), reduction="none")
+        loss_t = F.cross_entropy(clean(x_t.to(device)).cpu(), torch.full((n_t,), target), reduction="none")
     chosen["oracle"] = idx[select_poison(loss_t, budget, "hard")]
     victim("oracle", PoisonedDataset(pools.train, chosen["oracle"], trig))
     sel = HardnessSelector(
@@ -266,6 +268,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         m=m,
         notes=notes,
         tick=tick,
+        device=device,
     )
     steps = [float(cfg.eval_every * (i + 1)) for i in range(len(curves["random"]))]
     steps[-1] = float(cfg.victim.epochs)
@@ -298,6 +301,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
             m=m,
             notes=notes,
             tick=tick,
+            device=device,
         )
     beds = ("shapes", "digits") if cfg.digits else ("shapes",)
     series["asr_by_arm"].lines = {arm: [m[arm][f"{b}_asr"] for b in beds] for arm in ARMS}

@@ -102,7 +102,7 @@ class SklearnEncoder:
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Features (N, d) from the transformer's ``transform`` of (N, C*H*W) pixels."""
-        flat = x.reshape(len(x), -1).double().numpy()  # (N, C*H*W)
+        flat = x.reshape(len(x), -1).double().cpu().numpy()  # (N, C*H*W)
         return torch.as_tensor(np.asarray(self.transformer.transform(flat)), dtype=torch.float32)  # type: ignore[attr-defined]
 
 
@@ -190,14 +190,19 @@ def simclr_views(x: torch.Tensor, cfg: SurrogateConfig, gen: torch.Generator) ->
     theta = torch.stack(
         [torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1
     )
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)  # (N, H, W, 2)
+    # every draw is made on the CPU generator and moved, so the views do not depend on the device
+    grid = F.affine_grid(theta.to(x), list(x.shape), align_corners=False)  # (N, H, W, 2)
     out = F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
-    out = out + cfg.noise * torch.randn(out.shape, generator=gen)
+    out = out + cfg.noise * torch.randn(out.shape, generator=gen).to(out)
     return out.clamp(0.0, 1.0)
 
 
 def train_simclr_encoder(
-    images: torch.Tensor, cfg: SurrogateConfig = SurrogateConfig(), seed: int = 0
+    images: torch.Tensor,
+    cfg: SurrogateConfig = SurrogateConfig(),
+    seed: int = 0,
+    *,
+    device: str | torch.device | None = None,
 ) -> TorchEncoder:
     """Train :class:`ConvEncoder` with NT-Xent on unlabeled images (the public pool only).
 
@@ -205,6 +210,8 @@ def train_simclr_encoder(
         images: (N, C, H, W) in [0, 1]; labels are never seen.
         cfg: surrogate hyperparameters.
         seed: seed of the init, the batches and the augmentations.
+        device: where to train (default: CPU). The initialisation, batches and augmentations are
+            drawn on the CPU, so they do not depend on the device.
 
     Returns:
         A :class:`TorchEncoder` that scores without the projection head (identity normalisation).
@@ -213,7 +220,8 @@ def train_simclr_encoder(
         raise ValueError(f"need at least 2 images (N, C, H, W), got {tuple(images.shape)}")
     torch.manual_seed(seed)  # init only; the claim scope restores the global RNG afterwards
     gen = torch.Generator().manual_seed(seed)
-    model = ConvEncoder(images.shape[1], cfg.embed_dim, cfg.proj_dim)
+    dev = torch.device("cpu" if device is None else device)
+    model = ConvEncoder(images.shape[1], cfg.embed_dim, cfg.proj_dim).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     model.train()
     n = len(images)
@@ -222,7 +230,7 @@ def train_simclr_encoder(
         for b in perm.split(cfg.batch_size):
             if len(b) < 2:
                 continue
-            x = images[b]
+            x = images[b].to(dev)
             loss = nt_xent(
                 model.project(simclr_views(x, cfg, gen)),
                 model.project(simclr_views(x, cfg, gen)),
@@ -251,6 +259,8 @@ def train_ood_surrogate(
     ood_labels: torch.Tensor,
     cfg: SurrogateConfig = SurrogateConfig(),
     seed: int = 0,
+    *,
+    device: str | torch.device | None = None,
 ) -> TorchEncoder:
     """Train a (K+1)-way MLP: K OOD classes plus the target images as class K.
 
@@ -260,6 +270,8 @@ def train_ood_surrogate(
         ood_labels: their classes 0..K-1.
         cfg: surrogate hyperparameters.
         seed: init and batch-order seed.
+        device: where to train (default: CPU); the initialisation and batch order are drawn on
+            the CPU.
 
     Returns:
         A :class:`TorchEncoder` whose ``encode`` gives the (N, K+1) logits (target = last column).
@@ -271,11 +283,12 @@ def train_ood_surrogate(
     y = torch.cat([ood_labels.long(), torch.full((len(target_images),), k, dtype=torch.long)])
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    model = _OODMLP(x[0].numel(), cfg.ood_hidden, k + 1)
+    dev = torch.device("cpu" if device is None else device)
+    model = _OODMLP(x[0].numel(), cfg.ood_hidden, k + 1).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.ood_lr, weight_decay=5e-4)
     for _ in range(cfg.ood_epochs):
         for b in torch.randperm(len(x), generator=gen).split(64):
-            loss = F.cross_entropy(model(x[b]), y[b])
+            loss = F.cross_entropy(model(x[b].to(dev)), y[b].to(dev))
             opt.zero_grad()
             loss.backward()
             opt.step()
