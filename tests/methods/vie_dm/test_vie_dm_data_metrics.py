@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 
 from iclr25.common.data.shapes_world import OracleListener, ShapesWorld, WorldConfig
 from iclr25.methods.vie_dm import (
+    ReferImages,
     augment_rec_dataset,
     bleu,
     cider,
@@ -94,8 +96,39 @@ def test_export_refcoco_round_trip_and_schema(small, tmp_path: Path, one_thread)
     assert len(load_refer(refs_path, inst_path, tmp_path / "images", split="train")) == len(data)
     with pytest.raises(ValueError, match="no refs"):
         load_refer(refs_path, inst_path, tmp_path / "images", split="val")
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.json does not exist"):
         load_refer(tmp_path / "nope.json", inst_path, tmp_path)
+
+
+def test_load_refer_streams_images_and_names_bad_records(small, tmp_path: Path, one_thread) -> None:
+    _, data = small
+    refs_path, inst_path = export_refcoco(data, tmp_path)
+    unc = tmp_path / "refs(unc).p"  # the released refs are a pickled list of the same dicts
+    unc.write_bytes(pickle.dumps(json.loads(refs_path.read_text())))
+    back = load_refer(unc, inst_path, tmp_path / "images", image_size=24)
+    assert isinstance(back.images, ReferImages) and back.images.shape == (6, 3, 24, 24)
+    name = json.loads(inst_path.read_text())["images"][1]["file_name"]
+    (tmp_path / "images" / name).rename(tmp_path / "moved.png")  # nothing was read at load time
+    first = back.images[0]
+    assert first.shape == (3, 24, 24) and first.dtype == torch.float32
+    assert torch.equal(back.images[torch.tensor([0, 0])], torch.stack([first, first]))
+    rows = back.images.take(back.rows()[:, 0])  # one lazy image per ref, for train_viedm
+    assert len(rows) == len(back) and torch.equal(rows[0], first)
+    item = back[0]
+    assert item["sentence"] == back.sentences()[0] and bool(item["box_mask"][item["target"]])
+    s0, k0, _ = data.refs[0]
+    assert torch.allclose(back.boxes[s0, k0], data.boxes[s0, k0] / 2)  # 48 -> 24 px
+    with pytest.raises(FileNotFoundError, match=name):
+        back.images[1]
+    refs = json.loads(refs_path.read_text())
+    refs[0]["ann_id"] = 10**6
+    refs_path.write_text(json.dumps(refs))
+    with pytest.raises(ValueError, match="names annotation 1000000"):
+        load_refer(refs_path, inst_path, tmp_path / "images")
+    del refs[0]["sentences"]
+    refs_path.write_text(json.dumps(refs))
+    with pytest.raises(ValueError, match="lacks field 'sentences'"):
+        load_refer(refs_path, inst_path, tmp_path / "images")
 
 
 class _Echo:

@@ -34,6 +34,16 @@ from iclr25.methods.activation_beacon.kvpress_adapter import (
     kvpress_available,
 )
 from iclr25.methods.activation_beacon.layout import ChunkLayout, additive_mask, chunk_layout, chunk_visibility
+from iclr25.methods.activation_beacon.longbench import (
+    DEFAULT_TEMPLATE,
+    LONGBENCH_FIELDS,
+    NeedleSample,
+    longbench_prompts,
+    needle_in_haystack,
+    read_haystack,
+    read_longbench,
+    truncate_middle,
+)
 from iclr25.methods.activation_beacon.memory import MemoryStats, chunk_lm_loss, ratio_schedule, run_chunks
 from iclr25.methods.activation_beacon.model import (
     BeaconMemory,
@@ -50,7 +60,9 @@ from iclr25.methods.activation_beacon.wrap import BeaconContext, BeaconLinear
 
 __all__ = [
     "BASE_DIR",
+    "DEFAULT_TEMPLATE",
     "KVPRESS_PRESSES",
+    "LONGBENCH_FIELDS",
     "BaseStage",
     "BaseTrainConfig",
     "BeaconCache",
@@ -67,6 +79,7 @@ __all__ = [
     "MeanPoolCache",
     "MeanPoolKV",
     "MemoryStats",
+    "NeedleSample",
     "PairTask",
     "SinkWindowCache",
     "SnapKV",
@@ -85,13 +98,18 @@ __all__ = [
     "load_base",
     "load_beacon_config",
     "load_beacon_model",
+    "longbench_prompts",
     "make_pair_recall",
     "make_repeat_segments",
+    "needle_in_haystack",
     "pretrain_base",
     "ratio_schedule",
+    "read_haystack",
+    "read_longbench",
     "register_auto_classes",
     "retrieval_mass",
     "run_chunks",
     "train_base",
+    "truncate_middle",
     "wrap_with_beacon",
 ]

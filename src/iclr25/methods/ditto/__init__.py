@@ -8,6 +8,7 @@ Hyundong Cho, Michael S. Bernstein, Diyi Yang, ICLR 2025, arXiv:2406.00888. Offi
 
 from .base import BASE_DIR, BaseTrainConfig, base_quality, load_base, pretrain_base, train_base
 from .config import DittoConfig
+from .corpora import AuthorText, author_labels, load_ccat50, load_cmcc, to_dataset, to_demonstrations
 from .judge import Judge, LLMJudge, win_rate
 from .losses import IGNORE_INDEX, dpo_sigmoid_loss, sequence_logprobs, token_logprobs
 from .pairs import (
@@ -24,6 +25,7 @@ from .trainer import Demonstration, DittoCallback, DittoTrainer
 __all__ = [
     "BASE_DIR",
     "IGNORE_INDEX",
+    "AuthorText",
     "BaseTrainConfig",
     "Demonstration",
     "DittoCallback",
@@ -34,14 +36,19 @@ __all__ = [
     "PreferencePair",
     "Sample",
     "SampleCache",
+    "author_labels",
     "base_quality",
     "build_ditto_pairs",
     "dpo_sigmoid_loss",
     "load_base",
+    "load_ccat50",
+    "load_cmcc",
     "pair_targets",
     "pool_sizes",
     "pretrain_base",
     "sequence_logprobs",
+    "to_dataset",
+    "to_demonstrations",
     "to_trl_rows",
     "token_logprobs",
     "train_base",

@@ -28,11 +28,13 @@ from .labels import TeacherLabelStore
 from .loss import AdaptiveHessianWeight, HessianDistillationLoss, energy_force_loss
 from .models import EnergyModel, TinyPaiNN, count_parameters, load_model, polynomial_envelope
 from .speed import count_flops, time_calls
+from .spice import SPICE_FIELDS, SpiceHDF5
 from .teachers import ASECalculatorTeacher, EnergyFunctionModel, TorchTeacher, batch_to_atoms
 from .train import DistillTrainer, evaluate, fit_normalisation, train_teacher
 
 __all__ = [
     "BROAD_ELEMENTS",
+    "SPICE_FIELDS",
     "ASECalculatorTeacher",
     "AdaptiveHessianWeight",
     "AtomsBatch",
@@ -45,6 +47,7 @@ __all__ = [
     "FoundationConfig",
     "HessianDistillationLoss",
     "LabelledStructures",
+    "SpiceHDF5",
     "StudentCalculator",
     "StudentConfig",
     "TeacherLabelStore",

@@ -55,6 +55,7 @@ from .potts import (
     write_adabmdca_text,
     write_npz,
 )
+from .structure_io import THREE_TO_ONE, ca_contact_map, load_msa, read_ca_coords
 from .train import invmsafold_loss, train_ifar, train_invmsafold
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "MJ_ORDER",
     "MJ_TABLE",
     "PROTEIN_ALPHABET",
+    "THREE_TO_ONE",
     "UNKNOWN_RESIDUES",
     "ARPotts",
     "ClaimConfig",
@@ -82,6 +84,7 @@ __all__ = [
     "ar_fields",
     "ar_frobenius_sq",
     "ar_log_prob",
+    "ca_contact_map",
     "conditional_logits",
     "connected_covariance",
     "contact_energy",
@@ -94,6 +97,7 @@ __all__ = [
     "hamming_to",
     "invmsafold_loss",
     "load_ifar",
+    "load_msa",
     "lowrank_energy",
     "mean_pairwise_hamming",
     "mj_matrix",
@@ -105,6 +109,7 @@ __all__ = [
     "pw_frobenius_sq",
     "read_a3m",
     "read_adabmdca_text",
+    "read_ca_coords",
     "read_fasta",
     "read_npz",
     "sample_msa",

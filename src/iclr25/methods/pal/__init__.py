@@ -36,6 +36,7 @@ from .model import (
     pool_mean,
     preference_loss,
 )
+from .tldr import TLDR_PROMPT, read_tldr_comparisons, relabel_by_length, top_workers
 from .train import PALEstimator, PALTrainer, comparison_accuracy_scorer, comparison_matrix
 from .worlds import (
     IdealPointWorld,
@@ -50,6 +51,7 @@ from .worlds import (
 
 __all__ = [
     "RECORD_COLUMNS",
+    "TLDR_PROMPT",
     "CachedEncoder",
     "ClaimConfig",
     "Comparisons",
@@ -88,6 +90,9 @@ __all__ = [
     "pool_last",
     "pool_mean",
     "preference_loss",
+    "read_tldr_comparisons",
+    "relabel_by_length",
     "simplex_grid",
+    "top_workers",
     "weight_recovery_error",
 ]

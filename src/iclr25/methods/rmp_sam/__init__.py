@@ -25,6 +25,7 @@ from iclr25.methods.rmp_sam.config import (
     tiny,
 )
 from iclr25.methods.rmp_sam.data import SegData, from_shapes_world, panoptic_targets
+from iclr25.methods.rmp_sam.datasets import COCOInstances, COCOPanoptic, YouTubeVIS, rgb_to_id
 from iclr25.methods.rmp_sam.decoder import DecoderStage, KernelUpdate, dynamic_masks, hard_mask_pool
 from iclr25.methods.rmp_sam.demo import demo
 from iclr25.methods.rmp_sam.encoder import DCNv2, LiteNeck, build_backbone
@@ -51,6 +52,8 @@ from iclr25.methods.rmp_sam.video import frames_to_tube, link_clips, tube_to_fra
 
 __all__ = [
     "RMPSAM",
+    "COCOInstances",
+    "COCOPanoptic",
     "ClaimConfig",
     "DCNv2",
     "DecoderStage",
@@ -66,6 +69,7 @@ __all__ = [
     "SegData",
     "TrainConfig",
     "VideoMaskAP",
+    "YouTubeVIS",
     "attention_flops_counted",
     "build_backbone",
     "build_text_classifier",
@@ -98,6 +102,7 @@ __all__ = [
     "prompt_loss",
     "r18",
     "r50",
+    "rgb_to_id",
     "set_loss",
     "sigmoid_bce",
     "tiny",

@@ -19,7 +19,7 @@ from iclr25.methods.vie_dm.config import (
     TextPretrainConfig,
     VIEDMConfig,
 )
-from iclr25.methods.vie_dm.data import RefDataset, from_shapes_world, load_refer
+from iclr25.methods.vie_dm.data import RefDataset, ReferImages, from_shapes_world, load_refer
 from iclr25.methods.vie_dm.denoiser import Denoiser, timestep_embedding
 from iclr25.methods.vie_dm.diffusion import (
     GaussianSequenceDiffusion,
@@ -76,6 +76,7 @@ __all__ = [
     "ListenerConfig",
     "LossAwareSampler",
     "RefDataset",
+    "ReferImages",
     "TextPretrainConfig",
     "UniformSampler",
     "VIEDMConfig",
