@@ -63,6 +63,14 @@ def _fields(record: Any, keys: Sequence[str], where: str) -> None:
         raise ValueError(f"{where} lacks field(s) {', '.join(missing)}")
 
 
+def _categories(categories: list[dict[str, Any]]) -> tuple[list[int], list[str]]:
+    """Category ids and names, sorted by id (the label order of instance-style annotations)."""
+    for k, c in enumerate(categories):
+        _fields(c, ("id", "name"), f"categories[{k}]")
+    cats = sorted(categories, key=lambda c: c["id"])
+    return [int(c["id"]) for c in cats], [str(c["name"]) for c in cats]
+
+
 def _read_image(path: Path) -> torch.Tensor:
     """(3, H, W) float in [0, 1] from any image file PIL reads."""
     from PIL import Image
@@ -261,11 +269,7 @@ class COCOInstances(Dataset):
         _fields(raw, ("images", "annotations", "categories"), f"instances annotation file {ann_path}")
         if not self.image_root.is_dir():
             raise FileNotFoundError(f"image folder {self.image_root} not found")
-        for k, c in enumerate(raw["categories"]):
-            _fields(c, ("id", "name"), f"categories[{k}]")
-        cats = sorted(raw["categories"], key=lambda c: c["id"])
-        self.category_ids = [int(c["id"]) for c in cats]
-        self.classes = [str(c["name"]) for c in cats]
+        self.category_ids, self.classes = _categories(raw["categories"])
         label_of = {cid: k for k, cid in enumerate(self.category_ids)}
         self.images: list[dict[str, Any]] = []
         slot = {}
@@ -356,11 +360,7 @@ class YouTubeVIS(Dataset):
         _fields(raw, ("videos", "annotations", "categories"), f"YouTube-VIS annotation file {ann_path}")
         if not self.frame_root.is_dir():
             raise FileNotFoundError(f"frame folder {self.frame_root} not found")
-        for k, c in enumerate(raw["categories"]):
-            _fields(c, ("id", "name"), f"categories[{k}]")
-        cats = sorted(raw["categories"], key=lambda c: c["id"])
-        self.category_ids = [int(c["id"]) for c in cats]
-        self.classes = [str(c["name"]) for c in cats]
+        self.category_ids, self.classes = _categories(raw["categories"])
         label_of = {cid: k for k, cid in enumerate(self.category_ids)}
         self.videos: list[dict[str, Any]] = []
         slot = {}
