@@ -119,7 +119,7 @@ def _column_means(rows: list[list[float]]) -> np.ndarray:
     return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
-def _make_task(name: str, cfg: ScopeGenCheckConfig, seed: int) -> tuple[TaskArrays, int]:
+def _make_task(name: str, cfg: ScopeGenCheckConfig, seed: int, device: str = "cpu") -> tuple[TaskArrays, int]:
     rng = numpy_rng(seed + cfg.seed_offset, 7, TASKS.index(name))
     if name == "qa":
         return QASimulator(n_prompts=cfg.n_prompts, seed=seed).to_arrays(cfg.m_max, rng), cfg.m_max
@@ -127,7 +127,7 @@ def _make_task(name: str, cfg: ScopeGenCheckConfig, seed: int) -> tuple[TaskArra
         return GaussianMixtureToy(n_prompts=cfg.n_prompts, seed=seed).to_arrays(cfg.m_max, rng), cfg.m_max
     if name == "reports":
         task = ReportTask(n_prompts=cfg.n_prompts_reports, threshold=cfg.reports_threshold, seed=seed)
-        generator = task.train_generator(steps=cfg.reports_lm_steps, seed=seed)
+        generator = task.train_generator(steps=cfg.reports_lm_steps, seed=seed, device=device)
         return task.to_arrays(generator, cfg.m_max, rng), cfg.m_max
     task = molecule_task(n_prompts=cfg.n_prompts_molecules, seed=seed)
     return task.to_arrays(cfg.m_max_molecules, rng), cfg.m_max_molecules
@@ -349,7 +349,8 @@ def run(
     Args:
         config: the protocol.
         seed: seeds the task worlds, the splits and the pipelines.
-        device: unused (numpy, and a tiny LM on the CPU for the report task).
+        device: where the report task's tiny LM trains and samples ("cpu", "cuda", ...);
+            everything else is numpy on the CPU.
         progress: called once per calibration/test split of each task, and per task of the
             calibration-size study.
 
@@ -357,7 +358,6 @@ def run(
         Per-arm metrics: ``<metric>_<task>_<α>`` per task, each gate's worst-task and each
         control's best-task statistic; the figures and notes.
     """
-    del device
     notes: list[str] = []
     per_task: dict[str, dict[Any, Any]] = {}
     sens: dict[str, dict[str, list[float]]] = {}
@@ -369,7 +369,7 @@ def run(
             )
             continue
         t0 = time.perf_counter()
-        arr, m = _make_task(name, config, seed)
+        arr, m = _make_task(name, config, seed, device)
         build = time.perf_counter() - t0
         task_id = TASKS.index(name)
         per_task[name] = _run_task(arr, m, config, seed, task_id, progress, f"task {name}: splits")

@@ -19,7 +19,7 @@ reference clears a threshold, and sets are pruned with a ROUGE similarity):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from iclr25._core.registry import require
 from iclr25.methods.scope_gen.adapters import HFGenerator
 from iclr25.methods.scope_gen.oracle import AdmissibilityOracle, canonical_key
 from iclr25.methods.scope_gen.tasks import TaskArrays
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ReportTask", "RougeScore", "human_oracle", "rouge_oracle", "rouge_similarity"]
 
@@ -249,23 +252,39 @@ class ReportTask:
         n_layer: int = 2,
         d_model: int = 64,
         seed: int = 0,
+        device: str | torch.device = "cpu",
     ) -> HFGenerator:
         """Train a tiny GPT-2 (word-level tokenizer) on fresh cases; return it as a generator.
 
         The loss is next-token cross-entropy on the report tokens (and the end-of-sequence
-        token) given the prompt. Training runs on the CPU with its own seeded generators; torch's
-        global RNG is restored.
+        token) given the prompt. The model and its batches live on ``device``; the minibatch
+        indices are drawn from a seeded CPU generator and moved there, so the CPU numbers do not
+        depend on the device. Torch's global RNG is restored.
+
+        Args:
+            steps: optimiser steps.
+            batch_size: cases per step.
+            n_train: fresh training cases.
+            lr: AdamW learning rate.
+            n_layer: transformer blocks.
+            d_model: hidden size.
+            seed: seed of the training cases, the initialisation and the minibatch order.
+            device: where the model trains and the returned generator runs ("cpu", "cuda",
+                a ``torch.device``); the CPU by default.
 
         Returns:
-            An :class:`HFGenerator` over the trained model (eval mode).
+            An :class:`HFGenerator` over the trained model (eval mode, on ``device``).
         """
         torch = require("torch", "scope_gen")
+        from iclr25.common import rng  # torch, like the require above
+
         tiny_lm = require("iclr25.common.tiny_lm", "scope_gen")
+        dev = torch.device(device)
         tok = tiny_lm.build_word_tokenizer(self.vocab)
         prompts, reports = self.cases(n_train, np.random.default_rng([self.seed, 506, seed]))
         p_ids = torch.tensor([tok(p)["input_ids"] for p in prompts])  # (N, Lp): fixed-length prompts
         r_ids = torch.tensor([tok(r)["input_ids"] + [tok.eos_token_id] for r in reports])  # (N, Lr)
-        ids = torch.cat([p_ids, r_ids], dim=1)  # (N, Lp + Lr)
+        ids = torch.cat([p_ids, r_ids], dim=1).to(dev)  # (N, Lp + Lr)
         labels = ids.clone()
         labels[:, : p_ids.shape[1]] = -100  # no loss on the prompt
         model = tiny_lm.build_tiny_lm(
@@ -276,19 +295,20 @@ class ReportTask:
             d_model=d_model,
             max_positions=64,
             seed=seed,
-        )
+        ).to(dev)  # built on the CPU from its seed, then moved
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=lr)
-        gen = torch.Generator().manual_seed(seed)
-        with torch.random.fork_rng(devices=[]):
+        gen = torch.Generator().manual_seed(seed)  # CPU stream: the same batches on every device
+        forked = [dev.index or 0] if dev.type == "cuda" else []
+        with torch.random.fork_rng(devices=forked):
             for _ in range(steps):
-                b = torch.randint(0, ids.shape[0], (batch_size,), generator=gen)
+                b = rng.randint(0, ids.shape[0], (batch_size,), generator=gen, device=dev)
                 loss = model(input_ids=ids[b], attention_mask=torch.ones_like(ids[b]), labels=labels[b]).loss
                 loss.backward()
                 opt.step()
                 opt.zero_grad()
         model.eval()
-        return HFGenerator(model, tok, max_new_tokens=r_ids.shape[1] + 1)
+        return HFGenerator(model, tok, max_new_tokens=r_ids.shape[1] + 1, device=str(dev))
 
     def similarity(self, items: Sequence[str]) -> np.ndarray:
         """ROUGE-L similarity of generated reports (memoised across calls)."""
