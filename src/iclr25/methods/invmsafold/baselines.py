@@ -132,13 +132,20 @@ class IFAR(nn.Module):
     def sample(self, structure: object, n: int, *, temperature: float = 1.0, seed: int = 0) -> Tensor:
         """Sample ``n`` sequences residue by residue with a key/value cache.
 
+        Args:
+            structure: a lattice structure (or its coordinates).
+            n: number of sequences.
+            temperature: divides the logits.
+            seed: seed of a CPU generator; its draws are moved to the model's device, so a seed
+                gives the same random stream on every device.
+
         Returns:
-            ``[n, L]`` tokens.
+            ``[n, L]`` tokens on the model's device.
         """
         if n < 1 or temperature <= 0:
             raise ValueError("need n >= 1 and temperature > 0")
         p = next(self.parameters())
-        g = torch.Generator(device=p.device).manual_seed(seed)
+        g = torch.Generator().manual_seed(seed)  # CPU stream; draws move to the model's device
         feats = self.encoder.features(structure).to(p.device, p.dtype)[None]
         L = feats.shape[1]
         kvs = [(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in self._memory(feats, None)]
@@ -161,8 +168,9 @@ class IFAR(nn.Module):
         return out
 
     def log_prob(self, structure: object, tokens: Tensor) -> Tensor:
-        """Exact ``log p(s | structure)`` of ``[N, L]`` tokens, ``[N]``."""
+        """Exact ``log p(s | structure)`` of ``[N, L]`` tokens (on any device), ``[N]`` on the model's."""
         p = next(self.parameters())
+        tokens = tokens.to(p.device)
         feats = self.encoder.features(structure).to(p.device, p.dtype)[None]
         logits = self(feats, tokens[None])[0]
         return torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0].sum(-1)

@@ -6,6 +6,9 @@ structures whose contact map no model trained on: covariance correlation with th
 fold success, PCA-KL; Hamming diversity and sampling cost per sequence are reported, and so are
 the same metrics on training folds. Controls: an independent-site model, InvMSAFold given another
 protein's contacts, and InvMSAFold trained on natives only.
+
+The networks (structure encoders, Potts decoders, IF-AR) train and run on the run's ``device``;
+lattice MSAs, seeded draws and the metrics stay on the CPU.
 """
 
 from __future__ import annotations
@@ -172,14 +175,20 @@ def _shipped_ifar(cfg: ClaimConfig) -> tuple[IFAR, dict]:
 
 
 def _sampler(model: object, kind: str, scfg: SampleConfig):
-    """``sample(structure, n, temperature, seed) -> [n, L]`` tokens for each model kind."""
+    """``sample(structure, n, temperature, seed) -> [n, L]`` CPU tokens for each model kind.
+
+    The model samples on its own device (seeded from CPU generators); the tokens come back to the
+    CPU for the numpy metrics and the lattice world.
+    """
     if kind == "ifar":
-        return lambda s, n, t, seed: model.sample(s, n, temperature=t, seed=seed)
+        return lambda s, n, t, seed: model.sample(s, n, temperature=t, seed=seed).cpu()
     if kind == "pw":
-        return lambda s, n, t, seed: model.potts(s).sample_gibbs(
-            n, sweeps=scfg.gibbs_sweeps, burn_in=scfg.gibbs_burn_in, temperature=t, seed=seed
+        return lambda s, n, t, seed: (
+            model.potts(s)
+            .sample_gibbs(n, sweeps=scfg.gibbs_sweeps, burn_in=scfg.gibbs_burn_in, temperature=t, seed=seed)
+            .cpu()
         )
-    return lambda s, n, t, seed: model.ar(s).sample(n, temperature=t, seed=seed)
+    return lambda s, n, t, seed: model.ar(s).sample(n, temperature=t, seed=seed).cpu()
 
 
 def _set_stats(s: torch.Tensor, data: dict, f: int) -> dict[str, float]:
@@ -235,9 +244,17 @@ def _match_temperature(sample, data: dict, fold_ids, n: int, target: float, seed
     return chosen, divs
 
 
-def _time_10k(fn) -> float:
+def _sync(device: torch.device) -> None:
+    """Wait for the device's queued kernels, so that wall-clock times include them."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time_10k(fn, device: torch.device) -> float:
+    _sync(device)
     t0 = time.perf_counter()
     fn()
+    _sync(device)
     return time.perf_counter() - t0
 
 
@@ -283,7 +300,7 @@ def _ar_train(cfg: ClaimConfig, base: TrainConfig) -> TrainConfig:
     return base.replace(steps=cfg.ar_steps, lr=cfg.ar_lr if cfg.ar_lr is not None else base.lr)
 
 
-def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
+def _run(cfg: ClaimConfig, seed: int, device: torch.device, progress: ProgressFn) -> RunResult:
     progress("sampling lattice MSAs", 0, 1)
     scfg, lat = cfg.sample, cfg.lattice
     data = _world_data(lat, scfg.n_eval, seed)
@@ -337,19 +354,21 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
             model, tr_structs, tr_msas, variant=variant, generator=gen(1 if variant == "ar" else 2),
             config=_ar_train(cfg, cfg.train) if variant == "ar" else cfg.train,
             progress=_stage(progress, f"training InvMSAFold-{variant.upper()}"), on_step=on_step,
+            device=device,
         )  # fmt: skip
         curves[variant] = read_curve(steps, vals, mode="min")
         models[variant] = model
     if cfg.pretrained_ifar:
         progress("loading the shipped IF-AR", 0, 1)
         ifar, record = _shipped_ifar(cfg)
+        ifar.to(device)
         curves["if_ar"] = read_curve(record["val_steps"], record["val_native_nll"], mode="min")
     else:
         ifar = _ifar(cfg, world, 1000 * seed)
         steps, vals, on_step = _val_recorder(cfg.val_every, lambda: _ifar_nll(ifar, data, test_ids))
         train_ifar(
             ifar, tr_structs, natives, config=one_row.replace(steps=cfg.ifar_steps), generator=gen(3),
-            progress=_stage(progress, "training IF-AR"), on_step=on_step,
+            progress=_stage(progress, "training IF-AR"), on_step=on_step, device=device,
         )  # fmt: skip
         curves["if_ar"] = read_curve(steps, vals, mode="min")
     models["if_ar"] = ifar
@@ -358,7 +377,7 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     train_ifar(
         ifar_msa, tr_structs, tr_msas, generator=gen(4),
         config=cfg.train.replace(steps=cfg.finetune_steps, msa_rows=cfg.finetune_rows),
-        progress=_stage(progress, "fine-tuning IF-AR on the MSAs"),
+        progress=_stage(progress, "fine-tuning IF-AR on the MSAs"), device=device,
     )  # fmt: skip
 
     arms = (
@@ -389,7 +408,7 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     indep = _invmsafold(cfg, world, 1000 * seed, independent=True)
     train_invmsafold(
         indep, tr_structs, tr_msas, variant="pw", config=cfg.train, generator=gen(5),
-        progress=_stage(progress, "training control: independent sites"),
+        progress=_stage(progress, "training control: independent sites"), device=device,
     )  # fmt: skip
     m["independent"] = _evaluate(_sampler(indep, "ar", scfg), data, test_ids, n_eval, scfg.temperature, seed)
     # Structure conditioning broken: InvMSAFold-AR given another unseen fold's contacts.
@@ -400,7 +419,7 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     train_invmsafold(
         native_only, tr_structs, natives, variant="ar", config=_ar_train(cfg, one_row),
         generator=gen(6),
-        progress=_stage(progress, "training control: natives only"),
+        progress=_stage(progress, "training control: natives only"), device=device,
     )  # fmt: skip
     m["native_only"] = _evaluate(
         _sampler(native_only, "ar", scfg), data, test_ids, n_eval, scfg.temperature, seed
@@ -421,11 +440,13 @@ def _run(cfg: ClaimConfig, seed: int, progress: ProgressFn) -> RunResult:
     for f in range(cfg.speed_folds):
         progress("timing samplers", f, cfg.speed_folds)
         s = data["structures"][f]
+        _sync(device)
         t0 = time.perf_counter()
         params = ar.ar(s)  # the one network pass per structure (reported, excluded)
+        _sync(device)
         t_net += time.perf_counter() - t0
-        t_ar += _time_10k(lambda p=params: p.sample(scfg.n_speed, seed=seed))
-        t_if += _time_10k(lambda s=s: ifar.sample(s, scfg.n_speed, seed=seed))
+        t_ar += _time_10k(lambda p=params: p.sample(scfg.n_speed, seed=seed), device)
+        t_if += _time_10k(lambda s=s: ifar.sample(s, scfg.n_speed, seed=seed), device)
     m["ar"]["sample_10k_s"] = t_ar / cfg.speed_folds
     m["ar"]["network_pass_s"] = t_net / cfg.speed_folds
     m["if_ar"]["sample_10k_s"] = t_if / cfg.speed_folds
@@ -527,20 +548,24 @@ def _cov_scatter(data: dict, models: dict, scfg: SampleConfig, n: int, seed: int
 def run(
     config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
 ) -> RunResult:
-    """Run the check for one data seed; CPU only (``device`` unused).
+    """Run the check for one data seed.
 
     Threads and global RNGs are fixed by the caller (``Claim.run``).
 
     Args:
         config: the budget's config.
         seed: seed of the lattice MSAs and (as ``1000 * seed``) of the models.
-        device: unused.
+        device: torch device of the networks ("cpu", "cuda", ...): the structure encoders,
+            InvMSAFold's Potts decoders and IF-AR are initialised on the CPU (same weights on every
+            device), then trained, evaluated and sampled there. Lattice MSAs, the seeded
+            generators of batches, noise and sampling, and the metrics stay on the CPU; draws are
+            moved to the device.
         progress: called from the training loops and the evaluation stages.
 
     Returns:
         The per-arm metrics, the figures' series and notes.
     """
-    return _run(config, seed, progress)
+    return _run(config, seed, torch.device(device), progress)
 
 
 _FULL = ClaimConfig()

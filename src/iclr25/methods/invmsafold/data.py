@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from iclr25.common import rng
+
 __all__ = [
     "LATTICE_ALPHABET",
     "PROTEIN_ALPHABET",
@@ -98,13 +100,13 @@ def _bad_letter(c: str, row: int, seq: str, alphabet: str) -> str:
 
 
 def decode(tokens: Tensor | np.ndarray, alphabet: str) -> list[str]:
-    """Map ``[N, L]`` tokens back to strings.
+    """Map ``[N, L]`` tokens (a tensor on any device, or an array) back to strings.
 
     Example:
         >>> decode(torch.tensor([[0, 2]]), "ACD")
         ['AD']
     """
-    arr = np.asarray(tokens)
+    arr = tokens.detach().cpu().numpy() if isinstance(tokens, Tensor) else np.asarray(tokens)
     if arr.size and (arr.min() < 0 or arr.max() >= len(alphabet)):
         raise ValueError(f"tokens must lie in [0, {len(alphabet)})")
     return ["".join(alphabet[a] for a in row) for row in arr.tolist()]
@@ -183,12 +185,14 @@ def _safetensors_torch() -> ModuleType:
 def subsample_rows(msa: Tensor, m: int, generator: torch.Generator) -> Tensor:
     """Draw ``m`` MSA rows uniformly with replacement (no reweighting), as in the paper's training.
 
+    The row indices are drawn on the generator's device and moved to the MSA's.
+
     Shape:
         ``msa [N, L] -> [m, L]``.
     """
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
-    idx = torch.randint(0, msa.shape[0], (m,), generator=generator)
+    idx = rng.randint(0, msa.shape[0], (m,), generator=generator, device=msa.device)
     return msa[idx]
 
 
@@ -198,7 +202,8 @@ def pad_batch(
     """Right-pad a list of ``[L_b, ...]`` tensors to a common length.
 
     Returns:
-        ``(padded [B, L_max, ...], padding_mask [B, L_max])`` with ``True`` at padded positions.
+        ``(padded [B, L_max, ...], padding_mask [B, L_max])`` with ``True`` at padded positions,
+        both on the first item's device.
 
     Example:
         >>> x, m = pad_batch([torch.ones(2, 3), torch.ones(1, 3)])
@@ -206,8 +211,9 @@ def pad_batch(
         (torch.Size([2, 2, 3]), [[False, False], [False, True]])
     """
     lmax = max(int(t.shape[0]) for t in items) if length is None else length
-    out = torch.full((len(items), lmax, *items[0].shape[1:]), value, dtype=items[0].dtype)
-    mask = torch.ones(len(items), lmax, dtype=torch.bool)
+    dev = items[0].device
+    out = torch.full((len(items), lmax, *items[0].shape[1:]), value, dtype=items[0].dtype, device=dev)
+    mask = torch.ones(len(items), lmax, dtype=torch.bool, device=dev)
     for b, t in enumerate(items):
         if t.shape[0] > lmax:
             raise ValueError(f"item {b} has length {t.shape[0]} > {lmax}")

@@ -142,7 +142,13 @@ def _natives(recipe: IFARRecipe, world: LatticeWorld, folds: list[int]) -> list[
     return [seqs[f, int(best[f])] for f in range(len(folds))]
 
 
-def pretrain_ifar(out: str | os.PathLike[str], *, progress, max_steps: int | None = None) -> list[float]:
+def pretrain_ifar(
+    out: str | os.PathLike[str],
+    *,
+    progress,
+    max_steps: int | None = None,
+    device: torch.device | str = "cpu",
+) -> list[float]:
     """Recipe of the shipped IF-AR: :class:`IFARRecipe`.
 
     Natives of every trainable fold (:func:`fold_split` with the claim's held-out pool), teacher
@@ -154,6 +160,8 @@ def pretrain_ifar(out: str | os.PathLike[str], *, progress, max_steps: int | Non
         out: the folder to write.
         progress: called as ``progress(stage, done, total)``.
         max_steps: stop after this many steps and write nothing (replays the first steps).
+        device: where the model trains (initialised on the CPU, then moved; the natives and the
+            batch draws stay on the CPU). The weights are written from the CPU.
 
     Returns:
         The per-step training losses.
@@ -188,13 +196,14 @@ def pretrain_ifar(out: str | os.PathLike[str], *, progress, max_steps: int | Non
         model, tr_s, [n[None] for n in tr_nat], config=config,
         generator=torch.Generator().manual_seed(recipe.seed),
         progress=lambda _s, d, t: progress("IF-AR", d, t), stop=max_steps, on_step=_val,
+        device=device,
     )  # fmt: skip
     if max_steps is not None:
         return losses
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     (d / "config.json").write_text(json.dumps(dataclasses.asdict(recipe), indent=1) + "\n")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, d / "model.safetensors")
+    save_file({k: v.cpu().contiguous() for k, v in model.state_dict().items()}, d / "model.safetensors")
     run.finish(
         command=f"iclr25 pretrain invmsafold ifar --out {out}",
         loss_curve=losses,

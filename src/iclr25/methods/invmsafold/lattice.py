@@ -320,7 +320,11 @@ class LatticeWorld:
         ]
 
     def _check(self, seqs: Tensor | np.ndarray) -> Tensor:
-        t = torch.as_tensor(np.asarray(seqs), dtype=torch.long)
+        # the world computes on the CPU: tokens on another device are copied here
+        if isinstance(seqs, Tensor):
+            t = seqs.detach().cpu().long()
+        else:
+            t = torch.as_tensor(np.asarray(seqs), dtype=torch.long)
         if t.ndim == 1:
             t = t[None]
         if t.ndim != 2 or t.shape[1] != self.length:

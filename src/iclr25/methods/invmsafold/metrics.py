@@ -5,6 +5,8 @@ Feinauer, ICLR 2025, arXiv:2406.11975, Sec. 4: Pearson correlation of connected 
 ``C_ij(a,b) = f_ij(a,b) - f_i(a) f_j(b)`` (i < j) between generated and natural MSAs; Hamming
 distances to the native and within a set; KL divergence between 2-D histograms of the two sets
 projected on the first two principal components of the natural one-hot MSA.
+
+The metrics are numpy code: token tensors on any device are copied to the CPU first.
 """
 
 from __future__ import annotations
@@ -22,8 +24,13 @@ __all__ = [
 ]
 
 
+def _np(x: Tensor | np.ndarray) -> np.ndarray:
+    """Tokens as a numpy array (a tensor on any device is copied to the CPU first)."""
+    return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
 def _onehot(seqs: Tensor | np.ndarray, q: int) -> np.ndarray:
-    s = np.asarray(seqs)
+    s = _np(seqs)
     if s.ndim != 2:
         raise ValueError(f"sequences must be [N, L], got shape {s.shape}")
     if s.size and (s.min() < 0 or s.max() >= q):
@@ -42,7 +49,7 @@ def connected_covariance(seqs: Tensor | np.ndarray, q: int) -> np.ndarray:
         [0.25, -0.25, -0.25, 0.25]
     """
     x = _onehot(seqs, q)
-    L = np.asarray(seqs).shape[1]
+    L = _np(seqs).shape[1]
     f = x.mean(0)
     c = (x.T @ x) / len(x) - np.outer(f, f)  # [L*q, L*q]
     c = c.reshape(L, q, L, q).transpose(0, 2, 1, 3)  # [L, L, q, q]
@@ -72,7 +79,7 @@ def hamming_to(seqs: Tensor | np.ndarray, reference: Tensor | np.ndarray) -> flo
         >>> hamming_to(np.array([[0, 1], [1, 1]]), np.array([0, 1]))
         0.25
     """
-    s, r = np.asarray(seqs), np.asarray(reference)
+    s, r = _np(seqs), _np(reference)
     if s.ndim != 2 or r.shape != (s.shape[1],):
         raise ValueError(f"need seqs [N, L] and reference [L], got {s.shape} and {r.shape}")
     return float((s != r).mean())
@@ -85,7 +92,7 @@ def mean_pairwise_hamming(seqs: Tensor | np.ndarray) -> float:
         >>> round(mean_pairwise_hamming(np.array([[0, 1], [1, 1], [0, 0]])), 4)
         0.6667
     """
-    s = np.asarray(seqs)
+    s = _np(seqs)
     n, L = s.shape
     if n < 2:
         raise ValueError("need at least 2 sequences")
@@ -108,7 +115,7 @@ def nearest_row_distance(seqs: Tensor | np.ndarray, rows: Tensor | np.ndarray) -
         >>> nearest_row_distance(np.array([[0, 1], [1, 1]]), np.array([[0, 1], [0, 0]]))
         0.25
     """
-    s, r = np.asarray(seqs), np.asarray(rows)
+    s, r = _np(seqs), _np(rows)
     if s.ndim != 2 or r.ndim != 2 or s.shape[1] != r.shape[1] or not len(r):
         raise ValueError(f"need [N, L] and [M >= 1, L] with one L, got {s.shape} and {r.shape}")
     d = (s[:, None, :] != r[None, :, :]).mean(-1)  # [N, M]

@@ -14,6 +14,10 @@ Implements Sec. 3 of the paper:
 - Gibbs sampling of the PW model with the same running sums.
 
 One sign convention throughout: larger ``h``/``J`` means more probable (softmax(+field)).
+
+The models compute on the device of their parameters; token inputs are moved there. The seeded
+samplers draw from a CPU ``torch.Generator`` and move each draw to that device, so a seed gives
+the same random stream whatever device the parameters live on.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
+
+from iclr25.common import rng
 
 __all__ = [
     "ARPotts",
@@ -204,9 +210,12 @@ def ar_log_prob(V: Tensor, h: Tensor, seqs: Tensor) -> Tensor:
 
 
 def _categorical(logits: Tensor, generator: torch.Generator) -> Tensor:
-    """Draw one index per row of ``[N, q]`` logits by inverse CDF (one uniform per row)."""
+    """Draw one index per row of ``[N, q]`` logits by inverse CDF (one uniform per row).
+
+    The uniforms come from ``generator`` on its own device and are moved to the logits' device.
+    """
     p = torch.softmax(logits, -1).cumsum(-1)
-    u = torch.rand(logits.shape[0], 1, generator=generator, dtype=p.dtype, device=p.device) * p[:, -1:]
+    u = rng.rand(logits.shape[0], 1, generator=generator, dtype=p.dtype, device=p.device) * p[:, -1:]
     return (p < u).sum(-1).clamp(max=logits.shape[-1] - 1)
 
 
@@ -263,7 +272,7 @@ class PottsParams:
         return self.rank**-0.5
 
     def _tok(self, seqs: Tensor) -> Tensor:
-        return _check_tokens(torch.as_tensor(seqs), self.q, self.length)[None]
+        return _check_tokens(torch.as_tensor(seqs), self.q, self.length).to(self.h.device)[None]
 
     def energy(self, seqs: Tensor) -> Tensor:
         """Unnormalised log-probability of ``[N, L]`` tokens, ``[N]``."""
@@ -314,10 +323,11 @@ class PottsParams:
             thin: sweeps between reads.
             chains: parallel chains.
             temperature: divides the conditional logits.
-            seed: RNG seed.
+            seed: seed of a CPU generator; its draws are moved to the parameters' device, so a
+                seed gives the same chains' random stream on every device.
 
         Returns:
-            ``[n, L]`` tokens.
+            ``[n, L]`` tokens on the parameters' device.
 
         Example:
             >>> p = PottsParams(torch.zeros(3, 2), torch.zeros(1, 3, 2), "AB")
@@ -326,11 +336,11 @@ class PottsParams:
         """
         if n < 1 or thin < 1 or burn_in < 0 or temperature <= 0:
             raise ValueError("need n >= 1, thin >= 1, burn_in >= 0, temperature > 0")
-        g = torch.Generator(device=self.h.device).manual_seed(seed)
+        g = torch.Generator().manual_seed(seed)  # CPU stream; draws move to the parameters' device
         chains = n if chains is None else chains
         reads = -(-n // chains)
         total = max(sweeps, burn_in + (reads - 1) * thin + 1)
-        s = torch.randint(0, self.q, (chains, self.length), generator=g, device=self.h.device)
+        s = rng.randint(0, self.q, (chains, self.length), generator=g, device=self.h.device)
         V, h, sc = self.V, self.h, self.scale
         vt = V.permute(1, 2, 0)  # [L, q, K]
         r = torch.zeros(chains, self.rank, dtype=V.dtype, device=V.device)
@@ -418,15 +428,15 @@ class ARPotts:
         return int(self.V.shape[0])
 
     def log_prob(self, seqs: Tensor) -> Tensor:
-        """Exact ``log p(s)`` of ``[N, L]`` tokens, ``[N]``."""
-        t = _check_tokens(torch.as_tensor(seqs), self.q, self.length)[None]
+        """Exact ``log p(s)`` of ``[N, L]`` tokens (on any device), ``[N]`` on the parameters' device."""
+        t = _check_tokens(torch.as_tensor(seqs), self.q, self.length).to(self.h.device)[None]
         return ar_log_prob(self.V[None], self.h[None], t)[0].sum(-1)
 
     def dense_log_prob(self, seqs: Tensor) -> Tensor:
         """``log p(s)`` from the dense couplings (O(L² q²) reference), ``[N]``."""
-        t = _check_tokens(torch.as_tensor(seqs), self.q, self.length)
+        t = _check_tokens(torch.as_tensor(seqs), self.q, self.length).to(self.h.device)
         J, h = PottsParams(self.h, self.V, self.alphabet).to_dense()
-        total = torch.zeros(t.shape[0], dtype=h.dtype)
+        total = torch.zeros(t.shape[0], dtype=h.dtype, device=h.device)
         for i in range(self.length):
             f = h[i].expand(t.shape[0], -1).clone()
             for j in range(i):
@@ -441,14 +451,15 @@ class ARPotts:
         Args:
             n: number of sequences.
             temperature: divides the conditional logits.
-            seed: RNG seed.
+            seed: seed of a CPU generator; its draws are moved to the parameters' device, so a
+                seed gives the same random stream on every device.
 
         Returns:
-            ``[n, L]`` tokens.
+            ``[n, L]`` tokens on the parameters' device.
         """
         if n < 1 or temperature <= 0:
             raise ValueError("need n >= 1 and temperature > 0")
-        g = torch.Generator(device=self.h.device).manual_seed(seed)
+        g = torch.Generator().manual_seed(seed)  # CPU stream; draws move to the parameters' device
         vt = self.V.permute(1, 2, 0)  # [L, q, K]
         sc = self.rank**-0.5
         r = torch.zeros(n, self.rank, dtype=self.V.dtype, device=self.V.device)

@@ -5,6 +5,10 @@ Feinauer, ICLR 2025, arXiv:2406.11975, Sec. 3 and App.: at each step B structure
 rows drawn uniformly with replacement (no reweighting); Gaussian noise σ on the embeddings; loss
 ``mean_{b,m,valid i} NLL + η_J Σ_b ‖J_b‖²_F / B + η_h Σ_b ‖h_b‖² / B`` with the PW pseudo-likelihood
 or the AR conditionals (then ‖J‖² over the rescaled lower triangle); AdamW.
+
+The trainers run on ``device`` (default: where the model already is); the batch and noise draws
+come from the caller's generator on its own device (the CPU for the usual CPU generator) and are
+moved to the model, so a CPU-seeded run draws the same batches and noise on every device.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import TYPE_CHECKING, Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from iclr25.common import rng
 
 from .baselines import IFAR
 from .config import TrainConfig
@@ -112,6 +118,13 @@ def _check_msas(structures: Sequence[object], msas: Sequence[Tensor], q: int) ->
             raise ValueError(f"MSA {n} has tokens outside [0, q={q})")
 
 
+def _place(model: torch.nn.Module, device: torch.device | str | None) -> torch.device:
+    """Move ``model`` to ``device`` (``None``: leave it) and return the device it trains on."""
+    if device is not None:
+        model.to(device)
+    return next(model.parameters()).device
+
+
 def _report(progress: ProgressFn | None, stage: str, step: int, steps: int) -> None:
     """Call ``progress`` at step 0 and every 5 % of the steps."""
     if progress is not None and step % max(1, steps // 20) == 0:
@@ -128,6 +141,7 @@ def train_invmsafold(
     generator: torch.Generator,
     progress: ProgressFn | None = None,
     on_step: Callable[[int], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> list[float]:
     """Train InvMSAFold on (structure, MSA) pairs; returns the loss per step.
 
@@ -141,6 +155,12 @@ def train_invmsafold(
         progress: optional ``progress(stage, done, total)``, called every 5 % of the steps.
         on_step: called as ``on_step(steps_done)`` after every step, in eval mode without
             gradients (e.g. a validation curve).
+        device: where to train: the model is moved there (in place) and the embeddings and MSA
+            batches follow it; ``None`` keeps the model where it is. Batches and noise are drawn
+            from ``generator`` on its own device and then moved.
+
+    Returns:
+        The loss of every step.
 
     Example:
         >>> import numpy as np
@@ -157,16 +177,16 @@ def train_invmsafold(
         3
     """
     _check_msas(structures, msas, model.config.q)
-    device = next(model.parameters()).device
+    device = _place(model, device)
     embed = _Embedder(model.encoder, structures, device)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     model.train()
     losses = []
     for step in range(config.steps):
         _report(progress, f"InvMSAFold-{variant.upper()} training", step, config.steps)
-        idx = torch.randint(0, len(structures), (config.batch_structures,), generator=generator).tolist()
+        idx = rng.randint(0, len(structures), (config.batch_structures,), generator=generator).tolist()
         emb, mask = embed(idx)
-        emb = emb + config.noise * torch.randn(emb.shape, generator=generator).to(emb)
+        emb = emb + config.noise * rng.randn(*emb.shape, generator=generator).to(emb)
         rows, _ = pad_batch([subsample_rows(msas[i], config.msa_rows, generator).T for i in idx])
         seqs = rows.transpose(1, 2).to(device)  # [B, M, L]
         V, h = model(emb, mask)
@@ -194,6 +214,7 @@ def train_ifar(
     progress: ProgressFn | None = None,
     stop: int | None = None,
     on_step: Callable[[int], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> list[float]:
     """Train the IF-AR baseline by teacher forcing (cross-entropy); returns the loss per step.
 
@@ -209,21 +230,24 @@ def train_ifar(
         progress: optional ``progress(stage, done, total)``, called every 5 % of the steps.
         stop: end after this many steps (the first steps of a longer schedule).
         on_step: called as ``on_step(steps_done)`` after every step (e.g. a validation curve).
+        device: where to train: the model is moved there (in place) and the features and
+            sequence batches follow it; ``None`` keeps the model where it is. Batches and noise
+            are drawn from ``generator`` on its own device and then moved.
 
     Returns:
         The loss of every step.
     """
     _check_msas(structures, seqs, model.q)
-    device = next(model.parameters()).device
+    device = _place(model, device)
     embed = [model.encoder.features(s).to(device) for s in structures]
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     model.train()
     losses = []
     for step in range(config.steps if stop is None else min(stop, config.steps)):
         _report(progress, "IF-AR training", step, config.steps)
-        idx = torch.randint(0, len(structures), (config.batch_structures,), generator=generator).tolist()
-        feats, mask = pad_batch([embed[i] for i in idx])
-        feats = feats.to(device) + config.noise * torch.randn(feats.shape, generator=generator).to(device)
+        idx = rng.randint(0, len(structures), (config.batch_structures,), generator=generator).tolist()
+        feats, mask = pad_batch([embed[i] for i in idx])  # on the model's device
+        feats = feats + config.noise * rng.randn(*feats.shape, generator=generator, device=device)
         rows, _ = pad_batch([subsample_rows(seqs[i], config.msa_rows, generator).T for i in idx])
         tok = rows.transpose(1, 2).to(device)  # [B, M, L]
         logits = model(feats, tok, mask)
