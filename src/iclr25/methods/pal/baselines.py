@@ -23,9 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from iclr25._core.claims import ProgressFn
+from iclr25.common import rng
 
 from .model import parse_projector
-from .train import as_tensor_inputs
+from .train import _numpy, as_tensor_inputs
 
 __all__ = ["MLPRewardModel", "PerUserLogistic", "UnconstrainedIdealPoint"]
 
@@ -57,6 +58,9 @@ class UnconstrainedIdealPoint:
         new_user_steps: full-batch steps for new users.
         new_user_lr: lr for new users.
         random_state: seed.
+        device: where f and the ideal points are trained and evaluated ("cpu", "cuda", a
+            ``torch.device``; default the CPU). Inputs are moved there and predictions come
+            back as numpy arrays; the seeded draws stay on a CPU ``torch.Generator``.
 
     Example:
         >>> import numpy as np
@@ -81,6 +85,7 @@ class UnconstrainedIdealPoint:
         new_user_steps: int = 200,
         new_user_lr: float = 0.05,
         random_state: int = 0,
+        device: str | torch.device = "cpu",
     ) -> None:
         if variant not in ("A", "B"):
             raise ValueError(f"variant must be 'A' or 'B', got {variant!r}")
@@ -92,6 +97,7 @@ class UnconstrainedIdealPoint:
             lr_user,
         )
         self.new_user_steps, self.new_user_lr, self.random_state = new_user_steps, new_user_lr, random_state
+        self.device = device
 
     def _rows(self, ids: Sequence[str]) -> torch.Tensor:
         missing = [u for u in ids if u not in self.index_]
@@ -133,14 +139,16 @@ class UnconstrainedIdealPoint:
         ``progress("training", epoch, epochs)`` is called after every epoch when given.
         """
         d = as_tensor_inputs(None, left_emb, right_emb, label, user_ids, self.d_in)
+        dev = torch.device(self.device)
         self._gen = torch.Generator().manual_seed(int(self.random_state))
         self.f_ = parse_projector(self.projector, self.d_in, self.d_pref)
-        _init_linear(self.f_, self._gen)
-        self.t_ = nn.Parameter(torch.tensor(2.6592600369644043))
+        _init_linear(self.f_, self._gen)  # drawn on the CPU generator, then moved
+        self.f_.to(dev)
+        self.t_ = nn.Parameter(torch.tensor(2.6592600369644043, device=dev))
         users = list(dict.fromkeys(d.user_id))
         self.index_ = {u: i for i, u in enumerate(users)}
         self.points_ = nn.ParameterList(
-            [nn.Parameter(torch.randn(len(users), self.d_pref, generator=self._gen))]
+            [nn.Parameter(rng.randn(len(users), self.d_pref, generator=self._gen, device=dev))]
         )
         opt = torch.optim.AdamW(
             [
@@ -149,12 +157,13 @@ class UnconstrainedIdealPoint:
                 {"params": [self.t_], "lr": 0.1, "weight_decay": 0.0},
             ]
         )
-        n, rows = len(d), self._rows(d.user_id)
+        n, rows = len(d), self._rows(d.user_id).to(dev)
+        left, right, y = d.left.to(dev), d.right.to(dev), d.label.to(dev)
         for epoch in range(self.epochs):
-            order = torch.randperm(n, generator=self._gen)
+            order = rng.randperm(n, generator=self._gen, device=dev)
             for i in range(0, n, self.batch_size):
                 ix = order[i : i + self.batch_size]
-                loss = self._loss(rows[ix], d.left[ix], d.right[ix], d.label[ix])
+                loss = self._loss(rows[ix], left[ix], right[ix], y[ix])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -179,11 +188,12 @@ class UnconstrainedIdealPoint:
         for p in frozen:
             p.requires_grad_(False)
         opt = torch.optim.AdamW([block], lr=self.new_user_lr, weight_decay=0.0)
-        rows = self._rows(d.user_id)
+        dev = block.device  # where fit put the model
+        rows, y = self._rows(d.user_id).to(dev), d.label.to(dev)
         with torch.no_grad():  # f is frozen: project once
-            zl, zr = self.f_(d.left), self.f_(d.right)
+            zl, zr = self.f_(d.left.to(dev)), self.f_(d.right.to(dev))
         for _ in range(self.new_user_steps):
-            loss = self._loss(rows, zl, zr, d.label, projected=True)
+            loss = self._loss(rows, zl, zr, y, projected=True)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -195,8 +205,9 @@ class UnconstrainedIdealPoint:
     def predict(self, left_emb: Any, right_emb: Any, user_ids: Sequence[str]) -> np.ndarray:
         """Predicted labels (1 = right preferred). Shape: (n,)."""
         d = as_tensor_inputs(None, left_emb, right_emb, None, user_ids, self.d_in)
-        lg = self._logits(self._rows(d.user_id), d.left, d.right)
-        return (lg[:, 1] > lg[:, 0]).long().numpy()
+        dev = self.t_.device
+        lg = self._logits(self._rows(d.user_id).to(dev), d.left.to(dev), d.right.to(dev))
+        return (lg[:, 1] > lg[:, 0]).long().cpu().numpy()
 
     def trainable_parameter_count(self) -> int:
         """Parameters of f, t and every a_i."""
@@ -227,12 +238,12 @@ class PerUserLogistic:
         """Fit one model per user (refitting a known user replaces its model)."""
         from sklearn.linear_model import LogisticRegression
 
-        left, right = np.asarray(left_emb, dtype=np.float64), np.asarray(right_emb, dtype=np.float64)
+        left, right = _numpy(left_emb).astype(np.float64), _numpy(right_emb).astype(np.float64)
         if left.shape != right.shape or left.ndim != 2:
             raise ValueError(
                 f"left/right embeddings must share a 2-d shape, got {left.shape} vs {right.shape}"
             )
-        y, ids = np.asarray(label), np.asarray([str(u) for u in user_ids])
+        y, ids = _numpy(label), np.asarray([str(u) for u in user_ids])
         if len(y) != len(left) or len(ids) != len(left):
             raise ValueError("left_emb, label and user_ids must have the same length")
         if not hasattr(self, "models_"):
@@ -251,7 +262,7 @@ class PerUserLogistic:
 
     def predict(self, left_emb: Any, right_emb: Any, user_ids: Sequence[str]) -> np.ndarray:
         """Predicted labels. Shape: (n,)."""
-        x = np.asarray(right_emb, dtype=np.float64) - np.asarray(left_emb, dtype=np.float64)
+        x = _numpy(right_emb).astype(np.float64) - _numpy(left_emb).astype(np.float64)
         ids = np.asarray([str(u) for u in user_ids])
         missing = sorted(set(ids.tolist()) - set(self.models_))
         if missing:
@@ -277,6 +288,9 @@ class MLPRewardModel:
         batch_size: comparisons per step.
         lr: Adam lr.
         random_state: seed.
+        device: where the MLP is trained and evaluated ("cpu", "cuda", a ``torch.device``;
+            default the CPU). Inputs are moved there and predictions come back as numpy
+            arrays; the seeded draws stay on a CPU ``torch.Generator``.
 
     Example:
         >>> import numpy as np
@@ -295,9 +309,10 @@ class MLPRewardModel:
         batch_size: int = 64,
         lr: float = 1e-3,
         random_state: int = 0,
+        device: str | torch.device = "cpu",
     ) -> None:
         self.d_in, self.hidden, self.epochs, self.batch_size = d_in, hidden, epochs, batch_size
-        self.lr, self.random_state = lr, random_state
+        self.lr, self.random_state, self.device = lr, random_state, device
 
     def _onehot(self, ids: Sequence[str]) -> torch.Tensor:
         missing = [u for u in ids if u not in self.index_]
@@ -326,7 +341,7 @@ class MLPRewardModel:
         p = (
             torch.zeros_like(d.left)
             if prompt_emb is None
-            else torch.as_tensor(np.asarray(prompt_emb), dtype=torch.float32)
+            else torch.as_tensor(_numpy(prompt_emb), dtype=torch.float32)
         )
         if p.shape != d.left.shape:
             raise ValueError(f"prompt_emb must have shape {tuple(d.left.shape)}, got {tuple(p.shape)}")
@@ -340,15 +355,18 @@ class MLPRewardModel:
             nn.GELU(),
             nn.Linear(h, 1),
         )
-        _init_linear(self.net_, gen)
+        _init_linear(self.net_, gen)  # drawn on the CPU generator, then moved
+        dev = torch.device(self.device)
+        self.net_.to(dev)
         opt = torch.optim.Adam(self.net_.parameters(), lr=self.lr)
-        n, onehot = len(d), self._onehot(d.user_id)
+        n, onehot = len(d), self._onehot(d.user_id).to(dev)
+        p, left, right, y = p.to(dev), d.left.to(dev), d.right.to(dev), d.label.to(dev)
         for epoch in range(self.epochs):
-            order = torch.randperm(n, generator=gen)
+            order = rng.randperm(n, generator=gen, device=dev)
             for i in range(0, n, self.batch_size):
                 ix = order[i : i + self.batch_size]
-                diff = self._r(p[ix], d.right[ix], onehot[ix]) - self._r(p[ix], d.left[ix], onehot[ix])
-                loss = F.binary_cross_entropy_with_logits(diff, d.label[ix].float())
+                diff = self._r(p[ix], right[ix], onehot[ix]) - self._r(p[ix], left[ix], onehot[ix])
+                loss = F.binary_cross_entropy_with_logits(diff, y[ix].float())
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -363,10 +381,11 @@ class MLPRewardModel:
         p = (
             torch.zeros_like(d.left)
             if prompt_emb is None
-            else torch.as_tensor(np.asarray(prompt_emb), dtype=torch.float32)
+            else torch.as_tensor(_numpy(prompt_emb), dtype=torch.float32)
         )
-        onehot = self._onehot(d.user_id)
-        return (self._r(p, d.right, onehot) > self._r(p, d.left, onehot)).long().numpy()
+        dev = next(self.net_.parameters()).device
+        p, left, right, onehot = p.to(dev), d.left.to(dev), d.right.to(dev), self._onehot(d.user_id).to(dev)
+        return (self._r(p, right, onehot) > self._r(p, left, onehot)).long().cpu().numpy()
 
     def trainable_parameter_count(self) -> int:
         """All MLP parameters."""

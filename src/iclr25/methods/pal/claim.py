@@ -63,17 +63,22 @@ __all__ = ["CLAIM", "run"]
 
 
 def _acc(pred: np.ndarray, d: EmbeddedComparisons) -> float:
-    return float((np.asarray(pred) == d.label.numpy()).mean())
+    return float((np.asarray(pred) == d.label.cpu().numpy()).mean())
 
 
 def _X(d: EmbeddedComparisons) -> np.ndarray:
     """The estimator's ``X``: user id, then [prompt |] left | right embeddings per row."""
-    prompt = None if d.prompt is None else d.prompt.numpy()
-    return comparison_matrix(d.user_id, d.left.numpy(), d.right.numpy(), prompt)
+    prompt = None if d.prompt is None else d.prompt.cpu().numpy()
+    return comparison_matrix(d.user_id, d.left.cpu().numpy(), d.right.cpu().numpy(), prompt)
+
+
+def _y(d: EmbeddedComparisons) -> np.ndarray:
+    """The estimator's ``y``: 0 = left preferred, 1 = right preferred."""
+    return d.label.cpu().numpy()
 
 
 def _pal_acc(est: PALEstimator, d: EmbeddedComparisons) -> float:
-    return est.score(_X(d), d.label.numpy())
+    return est.score(_X(d), _y(d))
 
 
 def _named(progress: ProgressFn, stage: str) -> ProgressFn:
@@ -95,8 +100,9 @@ def _fit_unconstrained(
     epochs: int,
     train: tuple[int, float, float],
     progress: ProgressFn = no_progress,
+    device: str = "cpu",
 ) -> UnconstrainedIdealPoint:
-    """The unconstrained ideal-point baseline, trained like PAL on the seen users.
+    """The unconstrained ideal-point baseline, trained like PAL on the seen users (on ``device``).
 
     ``train`` is (batch size, projector lr, user lr), the same as the PAL arms of that world.
     """
@@ -111,6 +117,7 @@ def _fit_unconstrained(
         lr_user=lr_user,
         new_user_steps=cfg.new_user_steps,
         random_state=seed,
+        device=device,
     ).fit(tr.left, tr.right, tr.label, tr.user_id, progress=progress)
 
 
@@ -120,6 +127,7 @@ def _check1(
     m: dict[str, dict[str, float]],
     series: dict[str, Series],
     progress: ProgressFn = no_progress,
+    device: str = "cpu",
 ) -> None:
     """Numeric ideal-point world: PAL-A vs homogeneous, unconstrained, per-user LR, the true-model
     oracle and the f(P)w map; drops from seen to new users; w* recovery; controls."""
@@ -176,9 +184,11 @@ def _check1(
     def fit_pal(
         k: int, data: EmbeddedComparisons, stage: str, user_map: str = "f(Pw)", eval_on: bool = True
     ) -> PALEstimator:
-        est = PALEstimator.from_config(pal_cfg.replace(k=k, user_map=user_map), random_state=seed)
+        est = PALEstimator.from_config(
+            pal_cfg.replace(k=k, user_map=user_map), random_state=seed, device=device
+        )
         return est.fit(
-            _X(data), data.label.numpy(), eval_set=(_X(val), val.label.numpy()) if eval_on else None,
+            _X(data), _y(data), eval_set=(_X(val), _y(val)) if eval_on else None,
             progress=_named(progress, stage),
         )  # fmt: skip
 
@@ -196,7 +206,7 @@ def _check1(
             curves[name] = []
             for n in shots:
                 d = shot[n]
-                fitted = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy(), loss=loss)
+                fitted = copy.deepcopy(est).partial_fit_new_users(_X(d), _y(d), loss=loss)
                 m[name][f"ip_unseen_n{n}"] = _pal_acc(fitted, ute)
                 curves[name].append(m[name][f"ip_unseen_n{n}"])
                 if loss == "hinge" and k > 1 and n == max(shots):
@@ -215,7 +225,7 @@ def _check1(
                 m["shuffled_users"]["ip_w_mae"] = weight_recovery_error(learned, w.w_seen[perm])[0]
         if arm == "pal":
             d = shot[shots[0]]
-            uni = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy(), steps=0, init="uniform")
+            uni = copy.deepcopy(est).partial_fit_new_users(_X(d), _y(d), steps=0, init="uniform")
             m["uniform_w"]["ip_unseen"] = _pal_acc(uni, ute)  # no comparisons used: one value for all n
             m["uniform_w"]["ip_drop"] = m["pal"]["ip_seen"] - m["uniform_w"]["ip_unseen"]
             curves["uniform_w"] = [m["uniform_w"]["ip_unseen"]] * len(shots)
@@ -224,6 +234,7 @@ def _check1(
     unc = _fit_unconstrained(
         cfg, seed, tr, "A", cfg.ip_d_item, cfg.ip_d_pref, cfg.ip_epochs,
         (cfg.batch_size, cfg.lr_projector, cfg.lr_user), _named(progress, "ideal-point world: unconstrained"),
+        device,
     )  # fmt: skip
     m["unconstrained"]["ip_seen"] = _acc(unc.predict(te.left, te.right, te.user_id), te)
     lr = PerUserLogistic().fit(tr.left, tr.right, tr.label, tr.user_id)
@@ -277,6 +288,7 @@ def _check2(
     m: dict[str, dict[str, float]],
     series: dict[str, Series],
     progress: ProgressFn = no_progress,
+    device: str = "cpu",
 ) -> None:
     """Summary-length text world: PAL-B vs homogeneous, per-user LR, unconstrained, large MLP."""
     shots = sorted(cfg.txt_shots)
@@ -305,8 +317,8 @@ def _check2(
     )
 
     def fit(k: int, data: EmbeddedComparisons, stage: str, eval_on: bool = True) -> PALEstimator:
-        return PALEstimator.from_config(base.replace(k=k), random_state=seed).fit(
-            _X(data), data.label.numpy(), eval_set=(_X(val), val.label.numpy()) if eval_on else None,
+        return PALEstimator.from_config(base.replace(k=k), random_state=seed, device=device).fit(
+            _X(data), _y(data), eval_set=(_X(val), _y(val)) if eval_on else None,
             progress=_named(progress, stage),
         )  # fmt: skip
 
@@ -321,7 +333,7 @@ def _check2(
         curves[arm] = []
         for n in shots:
             d = shot[n]
-            f = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy())
+            f = copy.deepcopy(est).partial_fit_new_users(_X(d), _y(d))
             m[arm][f"txt_unseen_n{n}"] = _pal_acc(f, ute)
             curves[arm].append(m[arm][f"txt_unseen_n{n}"])
             if arm == "pal":
@@ -329,7 +341,7 @@ def _check2(
         if arm == "pal":
             m["pal"]["txt_params"] = float(est.trainable_parameter_count())
             d = shot[max(shots)]
-            uni = copy.deepcopy(est).partial_fit_new_users(_X(d), d.label.numpy(), steps=0, init="uniform")
+            uni = copy.deepcopy(est).partial_fit_new_users(_X(d), _y(d), steps=0, init="uniform")
             m["uniform_w"]["txt_unseen_n10"] = _pal_acc(uni, ute)
 
     lr = PerUserLogistic().fit(tr.left, tr.right, tr.label, tr.user_id)
@@ -349,7 +361,7 @@ def _check2(
     unc = _fit_unconstrained(
         cfg, seed, tr, "B", cfg.txt_dim, cfg.txt_d_pref, cfg.txt_epochs,
         (cfg.txt_batch_size, cfg.txt_lr_projector, cfg.txt_lr_user),
-        _named(progress, "text world: unconstrained"),
+        _named(progress, "text world: unconstrained"), device,
     )  # fmt: skip
     m["unconstrained"]["txt_seen"] = _acc(unc.predict(te.left, te.right, te.user_id), te)
     d = shot[max(shots)]
@@ -362,6 +374,7 @@ def _check2(
         epochs=cfg.mlp_epochs,
         batch_size=cfg.mlp_batch_size,
         random_state=seed,
+        device=device,
     )
     mlp.fit(
         tr.prompt, tr.left, tr.right, tr.label, tr.user_id, progress=_named(progress, "text world: large MLP")
@@ -386,14 +399,14 @@ def _check2(
     )  # fmt: skip
 
 
-def _minilm_encoder() -> MiniLMEncoder:
-    """The packaged all-MiniLM-L6-v2 on the CPU, loaded without the weight-loading progress bar."""
+def _minilm_encoder(device: str = "cpu") -> MiniLMEncoder:
+    """The packaged all-MiniLM-L6-v2 on ``device``, loaded without the weight-loading progress bar."""
     from transformers.utils import logging as hf_logging
 
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        return MiniLMEncoder(device="cpu")
+        return MiniLMEncoder(device=device)
     finally:
         if shown:
             hf_logging.enable_progress_bar()
@@ -405,9 +418,10 @@ def _check_minilm(
     m: dict[str, dict[str, float]],
     notes: list[str],
     progress: ProgressFn = no_progress,
+    device: str = "cpu",
 ) -> None:
     """A small summary-length world embedded with the packaged MiniLM (cached on disk): PAL-B and
-    K = 1, reported only."""
+    K = 1, reported only. The encoder and the heads run on ``device``."""
     w = make_summary_length_world(
         n_posts=cfg.txt_minilm_posts, n_seen=cfg.txt_n_seen, n_minority=round(0.3 * cfg.txt_n_seen),
         train_per_user=cfg.txt_minilm_train_per_user, test_per_user=cfg.txt_minilm_test_per_user,
@@ -415,7 +429,7 @@ def _check_minilm(
     )  # fmt: skip
     progress("text world on MiniLM: encoding", 0, 1)
     start = time.perf_counter()
-    base = _minilm_encoder()
+    base = _minilm_encoder(device)
     m["minilm"]["encoder_params"] = float(sum(p.numel() for p in base.model.parameters()))
     if cfg.txt_minilm_cache == "off":
         enc, where = base, "no disk cache"
@@ -425,7 +439,7 @@ def _check_minilm(
     # Every text of the world once, in batches (posts of any comparison, both summaries of every post).
     parts = (w.seen_train, w.seen_test, w.unseen_train, w.unseen_test)
     texts = list(dict.fromkeys([t for ds in parts for t in ds.prompt] + w.short + w.long))
-    table = LookupEncoder(dict(zip(texts, enc.encode(texts).numpy(), strict=True)))
+    table = LookupEncoder(dict(zip(texts, enc.encode(texts).cpu().numpy(), strict=True)))
     m["minilm"]["encode_s"] = time.perf_counter() - start
     progress("text world on MiniLM: encoding", 1, 1)
     if isinstance(enc, CachedEncoder):
@@ -443,11 +457,11 @@ def _check_minilm(
         seed=seed,
     )  # fmt: skip
     for name, k in (("pal", 2), ("homogeneous", 1)):
-        est = PALEstimator.from_config(base_cfg.replace(k=k), random_state=seed).fit(
-            _X(tr), tr.label.numpy(), progress=_named(progress, f"text world on MiniLM: {name} (K={k})")
+        est = PALEstimator.from_config(base_cfg.replace(k=k), random_state=seed, device=device).fit(
+            _X(tr), _y(tr), progress=_named(progress, f"text world on MiniLM: {name} (K={k})")
         )
         m["minilm"][f"{name}_seen"] = _pal_acc(est, te)
-        est.partial_fit_new_users(_X(d), d.label.numpy())
+        est.partial_fit_new_users(_X(d), _y(d))
         m["minilm"][f"{name}_unseen_n10"] = _pal_acc(est, ute)
         if name == "pal":
             m["minilm"]["pal_params"] = float(est.trainable_parameter_count())
@@ -456,27 +470,30 @@ def _check_minilm(
 def run(
     config: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress
 ) -> RunResult:
-    """Run both checks for one seed (CPU; ``device`` is accepted for the common signature).
+    """Run both checks for one seed.
 
     Args:
         config: sizes of both worlds and of the training.
         seed: seeds the worlds, the models and the data order.
-        device: unused (the models are tiny and run on the CPU).
+        device: where every torch network runs ("cpu", "cuda", ...): the PAL heads, the
+            unconstrained and large-MLP baselines and the MiniLM encoder. The worlds, the
+            oracle, per-user logistic regression and the metrics stay on the CPU (numpy and
+            scikit-learn), and every seeded draw stays on a CPU generator, so a CPU run gives
+            the same numbers as before; on a GPU the numbers differ by floating-point rounding.
         progress: called after every training epoch of every model, one stage per model.
 
     Returns:
         Per-arm accuracies, recovery errors and parameter counts, the two few-shot figures and notes.
     """
-    del device
     m: dict[str, dict[str, float]] = {a: {} for a in CLAIM.arms}
     series: dict[str, Series] = {}
-    _check1(config, seed, m, series, progress)
-    _check2(config, seed, m, series, progress)
+    _check1(config, seed, m, series, progress, device)
+    _check2(config, seed, m, series, progress, device)
     notes = [
         f"ideal-point world: Bayes accuracy {m['world']['ip_bayes']:.3f}, "
         f"shared mean-user ceiling {m['world']['ip_mean_user']:.3f}"
     ]
-    _check_minilm(config, seed, m, notes, progress)
+    _check_minilm(config, seed, m, notes, progress, device)
     return RunResult(metrics=m, series=series, notes=notes)
 
 

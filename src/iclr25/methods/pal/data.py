@@ -254,7 +254,8 @@ def embed_comparisons(ds: Comparisons, encoder: object, *, joint: bool) -> Embed
         joint: embed ``prompt + response`` together (PAL-A) instead of separately (PAL-B).
 
     Returns:
-        The :class:`EmbeddedComparisons`.
+        The :class:`EmbeddedComparisons`, on the CPU whatever device the encoder runs on (the
+        trainers move the rows they use).
     """
     if joint:
         lt = [p + r for p, r in zip(ds.prompt, ds.left, strict=True)]
@@ -263,7 +264,7 @@ def embed_comparisons(ds: Comparisons, encoder: object, *, joint: bool) -> Embed
     else:
         lt, rt = list(ds.left), list(ds.right)
         texts = list(dict.fromkeys(list(ds.prompt) + lt + rt))
-    mat = encoder.encode(texts).float().detach()  # type: ignore[attr-defined]
+    mat = encoder.encode(texts).float().detach().cpu()  # type: ignore[attr-defined]
     check_finite(mat, "the encoder's embeddings")
     row = {t: i for i, t in enumerate(texts)}
 

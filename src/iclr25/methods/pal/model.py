@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from iclr25.common import rng
+
 from .config import PALConfig
 
 __all__ = [
@@ -264,9 +266,9 @@ class UserRegistry(nn.Module):
             if init is None:
                 if generator is None:
                     raise ValueError("add_users: pass a torch.Generator (or init) for the N(0, I) init")
-                ref = self.blocks[0] if len(self.blocks) else None
-                dev = ref.device if ref is not None else torch.device("cpu")
-                init = torch.randn(len(new), self.k, generator=generator).to(dev)
+                # Drawn on the generator's device, then moved to the registry's (the first block's).
+                dev = self.blocks[0].device if len(self.blocks) else torch.device("cpu")
+                init = rng.randn(len(new), self.k, generator=generator, device=dev)
             if tuple(init.shape) != (len(new), self.k):
                 raise ValueError(
                     f"add_users: init has shape {tuple(init.shape)}, expected {(len(new), self.k)}"
@@ -301,8 +303,10 @@ class UserRegistry(nn.Module):
         if self.mixing == "gumbel" and self.training:
             if self.generator is None:
                 raise ValueError("gumbel mixing needs registry.generator set to a torch.Generator")
-            g = -torch.log(-torch.log(torch.rand(u.shape, generator=self.generator).clamp(1e-9, 1 - 1e-9)))
-            u = u + g.to(u.device)
+            # Gumbel noise -log(-log U), U drawn on the generator's device and moved to u's.
+            uni = rng.rand(*u.shape, generator=self.generator, device=u.device)
+            g = -torch.log(-torch.log(uni.clamp(1e-9, 1 - 1e-9)))
+            u = u + g
         return torch.softmax(u / self.tau, dim=-1)
 
     def forward(self, ids: Sequence[str]) -> Tensor:
@@ -625,12 +629,15 @@ class PALRewardModel(nn.Module):
         return n
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Save config, head weights and the user registry to a folder (the encoder is not saved)."""
+        """Save config, head weights and the user registry to a folder (the encoder is not saved).
+
+        Tensors are stored on the CPU, so a head trained on a GPU loads on any machine.
+        """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / "pal_config.json").write_text(json.dumps(asdict(self.head.config), indent=1))
         (path / "users.json").write_text(json.dumps(self.head.users.ids))
-        state = {k: v for k, v in self.head.state_dict().items() if not k.startswith("users.blocks.")}
+        state = {k: v.cpu() for k, v in self.head.state_dict().items() if not k.startswith("users.blocks.")}
         state["users.logits"] = (
             self.head.users.logits().detach().cpu() if len(self.head.users) else torch.zeros(0)
         )
@@ -638,13 +645,13 @@ class PALRewardModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str | Path, encoder: Any) -> PALRewardModel:
-        """Load a model saved with :meth:`save_pretrained`, with the given encoder."""
+        """Load a model saved with :meth:`save_pretrained`, with the given encoder (head on the CPU)."""
         path = Path(path)
         if not path.is_dir():
             raise FileNotFoundError(f"model folder {str(path)!r} does not exist")
         config = PALConfig(**json.loads((path / "pal_config.json").read_text()))
         head = PALHead(config)
-        state = torch.load(path / "pal_head.pt", weights_only=True)
+        state = torch.load(path / "pal_head.pt", map_location="cpu", weights_only=True)
         ids = json.loads((path / "users.json").read_text())
         logits = state.pop("users.logits")
         if ids:

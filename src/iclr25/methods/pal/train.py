@@ -29,6 +29,7 @@ from sklearn.exceptions import NotFittedError
 from torch import Tensor, nn
 
 from iclr25._core.claims import ProgressFn
+from iclr25.common import rng
 
 from .config import PALConfig
 from .data import Comparisons, EmbeddedComparisons, check_finite, embed_comparisons, from_records
@@ -43,18 +44,25 @@ __all__ = [
 ]
 
 
+def _numpy(x: Any) -> np.ndarray:
+    """``x`` as a numpy array; a tensor is detached and copied to the CPU first (any device)."""
+    return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
 def as_tensor_inputs(
     prompt_emb: Any, left_emb: Any, right_emb: Any, label: Any | None, user_ids: Sequence[str], d_in: int
 ) -> EmbeddedComparisons:
-    """Validate and convert array-like inputs into :class:`EmbeddedComparisons`.
+    """Validate and convert array-like inputs into :class:`EmbeddedComparisons` on the CPU.
+
+    Tensors on any device are accepted; the result is on the CPU and the trainers move it.
 
     Raises:
         ValueError: mismatched lengths, wrong embedding dimension, NaN or infinite embeddings,
             labels outside {0, 1}.
     """
-    left = torch.as_tensor(np.asarray(left_emb), dtype=torch.float32)
-    right = torch.as_tensor(np.asarray(right_emb), dtype=torch.float32)
-    prompt = None if prompt_emb is None else torch.as_tensor(np.asarray(prompt_emb), dtype=torch.float32)
+    left = torch.as_tensor(_numpy(left_emb), dtype=torch.float32)
+    right = torch.as_tensor(_numpy(right_emb), dtype=torch.float32)
+    prompt = None if prompt_emb is None else torch.as_tensor(_numpy(prompt_emb), dtype=torch.float32)
     n = left.shape[0] if left.dim() else 0
     for name, x in (("left_emb", left), ("right_emb", right), ("prompt_emb", prompt)):
         if x is None:
@@ -70,7 +78,7 @@ def as_tensor_inputs(
     if label is None:
         y = torch.zeros(n, dtype=torch.long)
     else:
-        arr = np.asarray(label)
+        arr = _numpy(label)
         if arr.shape != (n,):
             raise ValueError(f"label must have shape ({n},), got {arr.shape}")
         if not np.isin(arr, (0, 1)).all():
@@ -107,7 +115,8 @@ def _train_seen(
     """Minibatch training of all head parameters on seen users' comparisons. Returns epoch losses.
 
     ``progress("training", epoch, epochs)`` and ``on_epoch()`` are called after every epoch when
-    given (``on_epoch`` may evaluate the head; the training mode is restored around it).
+    given (``on_epoch`` may evaluate the head; the training mode is restored around it). The head
+    must already be on ``device``; the batch order is drawn on the (CPU) ``generator`` and moved.
     """
     opt = torch.optim.AdamW(_param_groups(head, config))
     head.train()
@@ -118,7 +127,7 @@ def _train_seen(
     prompt = None if data.prompt is None else data.prompt.to(device)
     left, right, label = data.left.to(device), data.right.to(device), data.label.to(device)
     for _ in range(config.epochs):
-        order = torch.randperm(n, generator=generator).to(device)
+        order = rng.randperm(n, generator=generator, device=device)
         total = torch.zeros((), device=device)
         for i in range(0, n, config.batch_size):
             ix = order[i : i + config.batch_size]
@@ -152,7 +161,8 @@ def _fit_new_users(
     """Register the new ids of ``data`` and fit only their W rows (everything else frozen).
 
     ``loss`` is "hinge", "ce" or "auto" (``config.new_user_loss``, whose "auto" is the training
-    loss ``config.loss``).
+    loss ``config.loss``). The head must already be on ``device``; the new rows are drawn on
+    ``generator``'s device and moved there.
 
     Returns:
         The number of trainable parameters during the fit (K x new users).
@@ -218,6 +228,7 @@ def comparison_matrix(
         user_ids: one id per comparison (strings or integers).
         left_emb, right_emb: item embeddings. Shape: (n, d).
         prompt_emb: prompt embeddings for PAL-B, or None. Shape: (n, d).
+            Tensors may live on any device (they are copied to the CPU).
 
     Returns:
         ``X``. Shape: (n, 1 + 2 d) or (n, 1 + 3 d).
@@ -229,7 +240,7 @@ def comparison_matrix(
         >>> comparison_matrix(["a", "b"], np.zeros((2, 3)), np.ones((2, 3))).shape
         (2, 7)
     """
-    parts = [np.asarray(p, dtype=np.float64) for p in (prompt_emb, left_emb, right_emb) if p is not None]
+    parts = [_numpy(p).astype(np.float64) for p in (prompt_emb, left_emb, right_emb) if p is not None]
     ids = np.asarray(list(user_ids), dtype=object)
     for p in parts:
         if p.ndim != 2 or p.shape != parts[-1].shape:
@@ -290,7 +301,10 @@ class PALEstimator(ClassifierMixin, BaseEstimator):
         epochs, batch_size: seen-user training.
         new_user_lr, new_user_steps, new_user_loss: fitting new users' W only.
         random_state: seed of init, batch order and new-user init.
-        device: where tensors live (the caller chooses).
+        device: where the head is trained and evaluated ("cpu", "cuda", a ``torch.device``;
+            default the CPU). ``X`` stays a numpy array on the CPU and is moved per call; the
+            seeded draws (init, batch order, new users) stay on a CPU ``torch.Generator``, so a
+            CPU run gives the same numbers whatever the default device.
 
     Attributes:
         config_: the :class:`PALConfig` built from the arguments and ``X``.
@@ -334,7 +348,7 @@ class PALEstimator(ClassifierMixin, BaseEstimator):
         new_user_steps: int = 20,
         new_user_loss: str = "auto",
         random_state: int = 0,
-        device: str = "cpu",
+        device: str | torch.device = "cpu",
     ) -> None:
         self.variant = variant
         self.k = k
@@ -360,9 +374,11 @@ class PALEstimator(ClassifierMixin, BaseEstimator):
         self.device = device
 
     @classmethod
-    def from_config(cls, config: PALConfig, *, random_state: int = 0, device: str = "cpu") -> PALEstimator:
+    def from_config(
+        cls, config: PALConfig, *, random_state: int = 0, device: str | torch.device = "cpu"
+    ) -> PALEstimator:
         """An estimator with the hyper-parameters of ``config`` (``d_in`` is read from ``X`` at fit;
-        the config's ``seed`` is replaced by ``random_state``).
+        the config's ``seed`` is replaced by ``random_state``; ``device`` as in the class).
 
         Example:
             >>> PALEstimator.from_config(PALConfig(variant="A", k=3, d_in=8, d_pref=4)).k
@@ -562,7 +578,10 @@ class PALTrainer:
     Args:
         model: the reward model (encoder + head).
         random_state: seed of batch order and new-user init.
-        device: where the head runs.
+        device: where the head is trained and evaluated ("cpu", "cuda", a ``torch.device``;
+            default the CPU); every method moves the head there. The encoder keeps its own
+            device (build an :class:`HFEncoder` with ``device=`` to run it there too); its
+            embeddings are moved. Seeded draws stay on a CPU ``torch.Generator``.
 
     Example:
         >>> from iclr25.methods.pal import HashedNgramEncoder, PALHead, PALRewardModel
@@ -641,6 +660,7 @@ class PALTrainer:
             lr: AdamW learning rate.
             loss: "hinge", "ce" or "auto" (``config.new_user_loss``).
         """
+        self.model.head.to(self.device)
         _fit_new_users(
             self.model.head,
             self._embed(self._comparisons(data)),
@@ -658,9 +678,9 @@ class PALTrainer:
         """Per-user accuracy on ``data`` (:class:`Comparisons` or TRL-style records)."""
         ds = self._comparisons(data)
         d = self._embed(ds)
-        head = self.model.head.eval()
+        head = self.model.head.to(self.device).eval()
         p = None if d.prompt is None else d.prompt.to(self.device)
         pr = head.prob_right(d.user_id, p, d.left.to(self.device), d.right.to(self.device)).cpu()
-        hit = ((pr > 0.5).long() == d.label).numpy()
+        hit = ((pr > 0.5).long() == d.label.cpu()).numpy()
         ids = np.asarray(d.user_id)
         return {u: float(hit[ids == u].mean()) for u in ds.users()}

@@ -492,7 +492,7 @@ def length_probe_accuracy(encoder: object, world: SummaryLengthWorld, *, seed: i
 
     texts = world.short + world.long
     y = np.array([0] * len(world.short) + [1] * len(world.long))
-    x = encoder.encode(texts).numpy()  # type: ignore[attr-defined]
+    x = encoder.encode(texts).detach().cpu().numpy()  # type: ignore[attr-defined]
     idx = np.random.default_rng([seed, 303]).permutation(len(y))
     half = len(y) // 2
     tr, te = idx[:half], idx[half:]
