@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from iclr25.common import rng
 from iclr25.methods.vie_dm.config import VIEDMConfig
 from iclr25.methods.vie_dm.visual import ImageEncoder
 from iclr25.methods.vie_dm.vtc import VisualMemory
@@ -123,7 +124,10 @@ class ARSpeaker(nn.Module):
         fmap: Tensor | None = None,
     ) -> Tensor:
         """Ids (B, num_return, L) by "greedy", "beam" (best ``num_return`` of ``beam`` beams, by
-        summed log-probability) or "sample" (``num_return`` independent samples)."""
+        summed log-probability) or "sample" (``num_return`` independent samples).
+
+        ``images``, ``boxes`` and ``fmap`` live on the model's device; samples are drawn on the
+        generator's device (the CPU without one), so a CPU generator repeats on every device."""
         if num_return < 1:
             raise ValueError(f"num_return must be >= 1, got {num_return}")
         self.eval()
@@ -178,7 +182,9 @@ class ARSpeaker(nn.Module):
             if temperature is None:
                 nxt = logits.argmax(-1)
             else:
-                nxt = torch.multinomial(F.softmax(logits / temperature, -1), 1, generator=gen)[:, 0]
+                # drawn on the CPU (or the generator's device), then moved back to the logits' device
+                probs = F.softmax(logits / temperature, -1)
+                nxt = rng.multinomial(probs.cpu(), 1, generator=gen)[:, 0].to(probs.device)
             nxt = torch.where(done, torch.full_like(nxt, self.pad_id), nxt)
             done = done | (nxt == self.eos_id) | (nxt == self.pad_id)
             seq = torch.cat([seq, nxt[:, None]], 1)
@@ -221,18 +227,44 @@ def train_ar_speaker(
     progress: Callable[[int, int], None] | None = None,
     progress_every: int = 100,
     on_block: Callable[[int, ARSpeaker], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> list[float]:
     """Train the speaker (AdamW, teacher forcing); returns the mean loss of each progress block.
 
-    ``on_block(done, model)`` is called every ``progress_every`` steps (validation curves); the
-    model is put back in training mode afterwards."""
+    Args:
+        model: trained in place.
+        images, boxes, token_ids: one row per (target, expression): (N, 3, H, W), (N, 4), (N, L),
+            on any device (each batch is moved to ``device``).
+        steps: optimiser steps.
+        batch_size: rows per step.
+        lr: learning rate.
+        generator: batches (drawn on its own device, the CPU for the usual CPU generator, and
+            moved, so a CPU run repeats bit for bit).
+        fmap: precomputed feature maps of ``images`` (frozen encoder), optional.
+        progress: ``progress(done, total)`` every ``progress_every`` steps.
+        progress_every: steps per block.
+        on_block: ``on_block(done, model)`` every ``progress_every`` steps (validation curves); the
+            model is put back in training mode afterwards.
+        device: where the model (moved there in place) and its batches go; None keeps the model
+            where it is.
+
+    Returns:
+        The mean training loss of each ``progress_every`` block.
+    """
+    dev = model.head.weight.device if device is None else torch.device(device)
+    model.to(dev)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     losses, block = [], []
     for step in range(steps):
-        idx = torch.randint(0, len(images), (batch_size,), generator=generator)
-        loss = model.loss(images[idx], boxes[idx], token_ids[idx], fmap=None if fmap is None else fmap[idx])
+        idx = rng.randint(0, len(images), (batch_size,), generator=generator)  # on the CPU
+        loss = model.loss(
+            images[idx].to(dev),
+            boxes[idx].to(dev),
+            token_ids[idx].to(dev),
+            fmap=None if fmap is None else fmap[idx].to(dev),
+        )
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -40,9 +40,14 @@ def generate_for_targets(
     seed: int,
     targets: Sequence[tuple[int, int]] | None = None,
     batch_size: int = 256,
+    device: torch.device | str | None = None,
 ) -> dict[tuple[int, int], list[str]]:
     """``n_per_object`` expressions for each (scene, candidate) in ``targets`` (default: every
-    object that has a ref, in order of first appearance)."""
+    object that has a ref, in order of first appearance).
+
+    The noise comes from a CPU generator seeded with ``seed``, so it is the same on every device;
+    ``device`` is where each batch of images and boxes goes (the model's device; None
+    leaves them where the dataset holds them)."""
     if n_per_object < 1:
         raise ValueError(f"n_per_object must be >= 1, got {n_per_object}")
     gen = torch.Generator().manual_seed(seed)
@@ -52,9 +57,10 @@ def generate_for_targets(
         chunk = targets[start : start + batch_size]
         s = torch.tensor([a for a, _ in chunk])
         k = torch.tensor([b for _, b in chunk])
-        texts = model.generate_expressions(
-            dataset.images[s], dataset.boxes[s, k], num_samples=n_per_object, generator=gen
-        )
+        images, boxes = dataset.images[s], dataset.boxes[s, k]
+        if device is not None:
+            images, boxes = images.to(device), boxes.to(device)
+        texts = model.generate_expressions(images, boxes, num_samples=n_per_object, generator=gen)
         out.update(zip(chunk, texts, strict=True))
     return out
 
@@ -84,6 +90,7 @@ def augment_rec_dataset(
     n_per_object: int = 5,
     seed: int = 0,
     generated: dict[tuple[int, int], list[str]] | None = None,
+    device: torch.device | str | None = None,
 ) -> RefDataset:
     """The dataset plus ``n_per_object`` generated expressions per object (no filtering).
 
@@ -93,6 +100,7 @@ def augment_rec_dataset(
         n_per_object: expressions added per object.
         seed: seed of the generation noise.
         generated: precomputed expressions per (scene, candidate) instead of ``model``.
+        device: the model's device, where the scenes go for generation (None: where they are).
 
     Returns:
         A new :class:`RefDataset` (same scenes; the real refs first, then the generated ones).
@@ -100,7 +108,7 @@ def augment_rec_dataset(
     if generated is None:
         if model is None:
             raise ValueError("give a model or precomputed generated expressions")
-        generated = generate_for_targets(model, dataset, n_per_object=n_per_object, seed=seed)
+        generated = generate_for_targets(model, dataset, n_per_object=n_per_object, seed=seed, device=device)
     extra = [(s, k, e) for (s, k), texts in generated.items() for e in texts[:n_per_object] if e.strip()]
     return dataset.with_refs([*dataset.refs, *extra])
 
@@ -116,7 +124,7 @@ def export_refcoco(dataset: RefDataset, path: str | Path, *, split: str = "train
     for s in range(len(dataset.images)):
         iid = int(dataset.image_ids[s])
         name = f"{iid:012d}.png"
-        arr = (dataset.images[s].permute(1, 2, 0).clamp(0, 1) * 255).round().byte().numpy()
+        arr = (dataset.images[s].permute(1, 2, 0).clamp(0, 1) * 255).round().byte().cpu().numpy()
         Image.fromarray(arr).save(root / "images" / name)
         images.append({"id": iid, "file_name": name, "height": arr.shape[0], "width": arr.shape[1]})
         for k in range(dataset.boxes.shape[1]):

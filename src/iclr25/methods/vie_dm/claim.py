@@ -198,7 +198,11 @@ def run(
     Args:
         config: the sizes.
         seed: world, initialisations, batches and noise.
-        device: only "cpu" is used at this scale.
+        device: where the image encoder, the generators (VIE-DM, its ablation, the AR speaker)
+            and the REC listeners train and run, e.g. "cpu" or "cuda". Initialisations and every
+            seeded draw stay on the CPU (CPU generators and the CPU global stream, moved to
+            ``device``), so a CPU run repeats bit for bit; metrics and text scores are computed
+            on the CPU.
         progress: called from the training loops.
 
     Returns:
@@ -208,6 +212,7 @@ def run(
     from iclr25.common.data.shapes_world.language import vocabulary
 
     cfg = config
+    dev = torch.device(device)
     t_all = time.perf_counter()
     world = _world(cfg, seed)
     oracle = OracleListener(world.config)
@@ -222,15 +227,15 @@ def run(
     # 1. shared image encoder, pre-trained on attribute classification of the disjoint pool
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    encoder = ImageEncoder((16, 32, 32), strides=(2, 2, 1))
+    encoder = ImageEncoder((16, 32, 32), strides=(2, 2, 1))  # initialised on the CPU
     rows, labels = _object_rows(pool)
     pretrain_encoder(
         encoder, pool.images, rows[:, 0], pool.boxes[rows[:, 0], rows[:, 1]], labels,
-        n_classes=(8, 8, 3), epochs=cfg.encoder_epochs, generator=gen,
+        n_classes=(8, 8, 3), epochs=cfg.encoder_epochs, generator=gen, device=dev,
     )  # fmt: skip
-    with torch.no_grad():
-        fmap_train = encoder(train.images)
-        fmap_test = encoder(test.images)
+    with torch.no_grad():  # the encoder now lives on dev
+        fmap_train = encoder(train.images.to(dev))
+        fmap_test = encoder(test.images.to(dev))
     grid = fmap_train.shape[-1] * fmap_train.shape[-2]
 
     # 2. generators on the small real set only (same rows, steps and batch for every generator),
@@ -274,7 +279,7 @@ def run(
         best: dict = {"acc": -1.0, "state": None}
 
         def on_block(done: int, ema: VIEDM, seen=seen, best=best) -> None:
-            g = generate_for_targets(ema, val, n_per_object=2, seed=seed + 5, targets=val_targets)
+            g = generate_for_targets(ema, val, n_per_object=2, seed=seed + 5, targets=val_targets, device=dev)
             acc = _oracle(g, val, oracle)
             seen.append((done, acc))
             if acc > best["acc"]:
@@ -284,7 +289,7 @@ def run(
         ema, curves[arm] = train_viedm(
             model, imgs, boxes, ids, steps=cfg.reg_steps, batch_size=cfg.reg_batch, lr=cfg.reg_lr,
             ema=cfg.ema, generator=torch.Generator().manual_seed(seed * 10 + 2), fmap=fm,
-            progress=report(f"train {arm}"), progress_every=cfg.eval_every, on_block=on_block,
+            progress=report(f"train {arm}"), progress_every=cfg.eval_every, on_block=on_block, device=dev,
         )  # fmt: skip
         ema.load_state_dict(best["state"])  # read at its best validation step
         models[arm] = ema
@@ -297,7 +302,9 @@ def run(
     best_ar: dict = {"acc": -1.0, "state": None}
 
     def on_block_ar(done: int, sp: ARSpeaker) -> None:
-        g = generate_for_targets(_Greedy(sp), val, n_per_object=1, seed=seed + 5, targets=val_targets)
+        g = generate_for_targets(
+            _Greedy(sp), val, n_per_object=1, seed=seed + 5, targets=val_targets, device=dev
+        )
         acc = _oracle(g, val, oracle)
         seen_ar.append((done, acc))
         if acc > best_ar["acc"]:
@@ -307,7 +314,7 @@ def run(
     curves["ar"] = train_ar_speaker(
         speaker, imgs, boxes, ids, steps=cfg.ar_steps, batch_size=cfg.reg_batch, lr=cfg.ar_lr,
         generator=torch.Generator().manual_seed(seed * 10 + 2), fmap=fm, progress=report("train ar"),
-        progress_every=cfg.eval_every, on_block=on_block_ar,
+        progress_every=cfg.eval_every, on_block=on_block_ar, device=dev,
     )  # fmt: skip
     speaker.load_state_dict(best_ar["state"])
     readings["ar"] = read_curve([a for a, _ in seen_ar], [v for _, v in seen_ar])
@@ -321,7 +328,7 @@ def run(
     t0 = time.perf_counter()
 
     def on_test(model) -> dict[tuple[int, int], list[str]]:
-        return generate_for_targets(model, test, n_per_object=n, seed=seed, targets=test_targets)
+        return generate_for_targets(model, test, n_per_object=n, seed=seed, targets=test_targets, device=dev)
 
     gens = {"vie_dm": on_test(models["vie_dm"]), "no_vtc": on_test(models["no_vtc"])}
     times["vie_dm_gen"] = time.perf_counter() - t0
@@ -346,13 +353,13 @@ def run(
     for arm, g in gens.items():
         metrics[arm].update(_quality(g, test, test_refs, oracle))
     greedy = _Greedy(speaker)
-    g_greedy = generate_for_targets(greedy, test, n_per_object=1, seed=seed, targets=test_targets)
+    g_greedy = generate_for_targets(greedy, test, n_per_object=1, seed=seed, targets=test_targets, device=dev)
     metrics["ar"]["greedy_oracle_acc"] = _oracle(g_greedy, test, oracle)
     for arm in ("vie_dm", "no_vtc", "ar"):
         metrics[arm] |= readings[arm].metrics("val_")
         metrics[arm]["foundation"] = foundation[arm]
     metrics["vie_dm"] |= _token_placement(
-        mcfg.top_k, fmap_test, test, test_targets, int(encoder.stride), mcfg.roi_size
+        mcfg.top_k, fmap_test.cpu(), test, test_targets, int(encoder.stride), mcfg.roi_size
     )
     if cfg.meteor and meteor_available():
         keys = [key for key in test_targets if test_refs.get(key)]
@@ -376,9 +383,11 @@ def run(
     train_targets = list(dict.fromkeys((s, k) for s, k, _ in train.refs))
     aug = {
         "vie_dm": generate_for_targets(
-            models["vie_dm"], train, n_per_object=n, seed=seed + 1, targets=train_targets
+            models["vie_dm"], train, n_per_object=n, seed=seed + 1, targets=train_targets, device=dev
         ),
-        "ar": generate_for_targets(speaker, train, n_per_object=n, seed=seed + 1, targets=train_targets),
+        "ar": generate_for_targets(
+            speaker, train, n_per_object=n, seed=seed + 1, targets=train_targets, device=dev
+        ),
     }
     aug["random_obj"] = reassign_to_other_object(aug["vie_dm"], train, seed=seed)
     aug["grammar"] = _grammar_expressions(world, train, "train", n, seed + 1)
@@ -386,7 +395,9 @@ def run(
     for arm in ("vie_dm", "ar", "random_obj", "grammar"):
         metrics[arm]["aug_oracle_acc"] = _oracle(aug[arm], train, oracle)
     lcfg = ListenerConfig.tiny(len(tok)).replace(d_model=cfg.d_model, seq_len=L)
-    test_rows, test_ids = test.rows(), tok.encode(test.sentences(), length=L)
+    test_rows, test_ids = test.rows().to(dev), tok.encode(test.sentences(), length=L).to(dev)
+    train_scenes = (train.images.to(dev), train.boxes.to(dev), train.box_mask.to(dev))
+    test_scenes = (test.images.to(dev), test.boxes.to(dev), test.box_mask.to(dev))
     datasets = {
         "small": train,
         **{arm: augment_rec_dataset(train, n_per_object=n, generated=g) for arm, g in aug.items()},
@@ -395,19 +406,19 @@ def run(
     curve_x: list[float] = []
     for k, (arm, data) in enumerate(datasets.items()):
         torch.manual_seed(seed * 10 + 3)  # the same initial listener in every arm
-        lis = Listener(lcfg, encoder=encoder)
+        lis = Listener(lcfg, encoder=encoder).to(dev)  # initialised on the CPU, then moved
         with torch.no_grad():
-            feats_train = lis.candidate_features(train.images, train.boxes, train.box_mask)
-            feats_test = lis.candidate_features(test.images, test.boxes, test.box_mask)
+            feats_train = lis.candidate_features(*train_scenes)
+            feats_test = lis.candidate_features(*test_scenes)
         evaluate = lambda lis=lis, f=feats_test: listener_accuracy(  # noqa: E731
-            lis, f, test.images, test.boxes, test.box_mask, test_rows, test_ids
+            lis, f, *test_scenes, test_rows, test_ids
         )
         t0 = time.perf_counter()
         curve = train_listener(
-            lis, feats_train, train.images, train.boxes, train.box_mask, data.rows(),
+            lis, feats_train, *train_scenes, data.rows(),
             tok.encode(data.sentences(), length=L), steps=cfg.listener_steps, batch_size=cfg.listener_batch,
             lr=cfg.listener_lr, generator=torch.Generator().manual_seed(seed * 10 + 4), evaluate=evaluate,
-            eval_every=max(cfg.listener_steps // 4, 1),
+            eval_every=max(cfg.listener_steps // 4, 1), device=dev,
         )  # fmt: skip
         times[f"listener_{arm}"] = time.perf_counter() - t0
         progress("REC listeners", k + 1, len(datasets))

@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from iclr25.common import rng
+
 __all__ = [
     "GaussianSequenceDiffusion",
     "LossAwareSampler",
@@ -82,7 +84,8 @@ class UniformSampler:
     def sample(self, n: int, *, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         """``(t, weight)`` of n draws, weight = 1 / (T p_t)."""
         p = self.probs()
-        t = torch.multinomial(p, n, replacement=True, generator=generator)
+        # drawn where the generator lives, returned on the CPU (the sampler's state stays there)
+        t = rng.multinomial(p, n, replacement=True, generator=generator)
         return t, (1.0 / (self.T * p[t])).float()
 
     def update(self, t: Tensor, losses: Tensor) -> None:
@@ -233,16 +236,17 @@ class GaussianSequenceDiffusion:
             model_fn: ``(x_t, t) -> x0_hat``, t in original timestep indices.
             embedding: the word-embedding matrix Emb (V, d_emb) in use.
             token_ids: (B, L) ids.
-            t: (B,) step indices of this process.
-            generator: source of the noise.
+            t: (B,) step indices of this process, on the device of ``embedding``.
+            generator: source of the noise (drawn on the generator's device, or on the CPU
+                without one, then moved to the device of ``embedding``).
 
         Returns:
             dict of (B,) tensors: loss, mse, prior, nll.
         """
         mean = F.embedding(token_ids, embedding)  # (B, L, d)
         std0 = math.sqrt(1.0 - float(self.alphas_cumprod[0]))
-        x0 = mean + std0 * torch.randn(mean.shape, generator=generator, dtype=mean.dtype).to(mean.device)
-        noise = torch.randn(x0.shape, generator=generator, dtype=x0.dtype).to(x0.device)
+        x0 = mean + std0 * rng.randn(*mean.shape, generator=generator, dtype=mean.dtype).to(mean.device)
+        noise = rng.randn(*x0.shape, generator=generator, dtype=x0.dtype).to(x0.device)
         xt = self.q_sample(x0, t, noise)
         x0_hat = model_fn(xt, self.timestep_map.to(t.device)[t])
         mse = (x0_hat - x0).pow(2).mean((1, 2))
@@ -272,10 +276,12 @@ class GaussianSequenceDiffusion:
         Each step predicts x0_hat = model_fn(x_t, t); with ``clamp`` (at original timesteps below
         ``clamp_below``, or every step when it is -1) x0_hat is replaced by its nearest row of
         ``embedding``; then x_{t-1} ~ q(x_{t-1} | x_t, x0_hat) (DDPM), or the DDIM update with
-        ``ddim_eta`` (eta = 0 is deterministic given the start noise).
+        ``ddim_eta`` (eta = 0 is deterministic given the start noise). The process runs on the
+        device of ``embedding``; the noise is drawn on the generator's device (the CPU without one)
+        and moved there, so a CPU generator gives the same draws whatever the device.
         """
         device = embedding.device
-        x = noise if noise is not None else torch.randn(shape, generator=generator).to(device)
+        x = noise.to(device) if noise is not None else rng.randn(*shape, generator=generator).to(device)
         x0_hat = x
         for i in reversed(range(self.T)):
             t = torch.full((shape[0],), i, dtype=torch.long, device=device)
@@ -285,7 +291,7 @@ class GaussianSequenceDiffusion:
                 x0_hat = clamp_to_embeddings(x0_hat, embedding)
             if i == 0:
                 break
-            z = torch.randn(shape, generator=generator).to(device)
+            z = rng.randn(*shape, generator=generator).to(device)
             if ddim_eta is None:
                 mean, var = self.q_posterior(x0_hat, x, t)
                 x = mean + var.sqrt() * z

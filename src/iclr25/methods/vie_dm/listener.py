@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from iclr25.common import rng
 from iclr25.methods.vie_dm.config import ListenerConfig
 from iclr25.methods.vie_dm.visual import (
     BoxEmbedding,
@@ -92,7 +93,11 @@ class Listener(nn.Module):
         """
         B, n, _ = candidate_boxes.shape
         h, w = images.shape[-2:]
-        box_mask = torch.ones(B, n, dtype=torch.bool) if box_mask is None else box_mask
+        box_mask = (
+            torch.ones(B, n, dtype=torch.bool, device=candidate_boxes.device)
+            if box_mask is None
+            else box_mask
+        )
         check_boxes(candidate_boxes[box_mask], h, w)
         fmap = self.features(images)
         # give padded rows a harmless valid box so RoIAlign runs; their logits are masked later
@@ -123,7 +128,11 @@ class Listener(nn.Module):
         """
         B, n, _ = candidate_boxes.shape
         h, w = images.shape[-2:]
-        box_mask = torch.ones(B, n, dtype=torch.bool) if box_mask is None else box_mask
+        box_mask = (
+            torch.ones(B, n, dtype=torch.bool, device=candidate_boxes.device)
+            if box_mask is None
+            else box_mask
+        )
         if feats is None:
             feats = self.candidate_features(images, candidate_boxes, box_mask)
         safe = torch.where(
@@ -155,6 +164,7 @@ def train_listener(
     generator: torch.Generator | None = None,
     evaluate: Callable[[], float] | None = None,
     eval_every: int = 0,
+    device: torch.device | str | None = None,
 ) -> list[tuple[int, float]]:
     """Train the listener on (scene, target index, expression) rows.
 
@@ -166,21 +176,34 @@ def train_listener(
         rows: (N, 2) long: scene index, target candidate index.
         token_ids: (N, L) expressions.
         steps, batch_size, lr: AdamW training.
-        generator: batches.
+        generator: batches (drawn on its own device, the CPU for the usual CPU generator, so a
+            CPU run repeats bit for bit).
         evaluate: called every ``eval_every`` steps (and at the end) for a learning curve.
+        eval_every: steps between calls of ``evaluate`` (0: only at the end).
+        device: where the model (moved there in place) and each batch go; None keeps the model
+            where it is. The other tensors may live on any device.
 
     Returns:
         The learning curve ``[(step, evaluate()), ...]`` (empty without ``evaluate``).
     """
+    dev = model.head.weight.device if device is None else torch.device(device)
+    model.to(dev)
     model.train()
+    rows = rows.cpu()  # CPU indices index the scene tensors wherever they live
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     curve = []
     for step in range(steps):
-        idx = torch.randint(0, len(rows), (batch_size,), generator=generator)
+        idx = rng.randint(0, len(rows), (batch_size,), generator=generator)  # on the CPU
         s, tgt = rows[idx, 0], rows[idx, 1]
-        logits = model.score(images[s], boxes[s], token_ids[idx], box_mask=box_mask[s], feats=feats[s])
-        loss = F.cross_entropy(logits, tgt)
+        logits = model.score(
+            images[s].to(dev),
+            boxes[s].to(dev),
+            token_ids[idx].to(dev),
+            box_mask=box_mask[s].to(dev),
+            feats=feats[s].to(dev),
+        )
+        loss = F.cross_entropy(logits, tgt.to(dev))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -204,7 +227,9 @@ def listener_accuracy(
     *,
     batch_size: int = 256,
 ) -> float:
-    """Accuracy (the argmax candidate is the target; Acc@0.5 with ground-truth proposals)."""
+    """Accuracy (the argmax candidate is the target; Acc@0.5 with ground-truth proposals).
+
+    Every tensor lives on the model's device."""
     model.eval()
     hits = 0
     for start in range(0, len(rows), batch_size):

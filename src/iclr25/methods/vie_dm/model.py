@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from iclr25.common import rng
 from iclr25.methods.vie_dm.config import VIEDMConfig
 from iclr25.methods.vie_dm.denoiser import Denoiser
 from iclr25.methods.vie_dm.diffusion import (
@@ -96,6 +97,13 @@ class VIEDM(nn.Module):
         target, context, pooled = cond
         return lambda x, t: self.denoiser(x, t, target, context, pooled)
 
+    def _timesteps(self, n: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        """``n`` timesteps and their importance weights from the sampler (whose state and draws
+        stay on the CPU), moved to the model's device."""
+        t, weight = self.sampler.sample(n, generator=generator)
+        device = self.embedding.weight.device
+        return t.to(device), weight.to(device)
+
     def null_condition(self, batch: int) -> tuple[Tensor, Tensor, Tensor]:
         """The condition of text-only pretraining: one zero memory token and no image tokens (and a
         zero pooled prefix for the no-VTC layout), so the text side learns the language alone."""
@@ -108,7 +116,7 @@ class VIEDM(nn.Module):
         (text-only pretraining of the foundation)."""
         if token_ids.shape[1] != self.config.seq_len:
             raise ValueError(f"token_ids must have length L={self.config.seq_len}, got {token_ids.shape[1]}")
-        t, weight = self.sampler.sample(len(token_ids), generator=generator)
+        t, weight = self._timesteps(len(token_ids), generator)
         terms = self.diffusion.training_losses(
             self._model_fn(self.null_condition(len(token_ids))), self.embedding.weight, token_ids, t,
             generator=generator,
@@ -133,8 +141,11 @@ class VIEDM(nn.Module):
             images: (B, 3, H, W) in [0, 1].
             boxes: (B, 4) XYXY pixel boxes, one target per image row.
             token_ids: (B, L) expression ids (eos + pads included).
-            generator: timesteps and noise.
+            generator: timesteps and noise (drawn on the generator's device, the CPU for the
+                usual CPU generator, and moved to the model's).
             fmap: precomputed encoder feature maps (B, C, h, w) (frozen encoder), optional.
+
+        The tensors live on the model's device.
 
         Returns:
             dict: ``loss`` (scalar to minimise) and the batch means of mse, prior and nll.
@@ -142,7 +153,7 @@ class VIEDM(nn.Module):
         if token_ids.shape[1] != self.config.seq_len:
             raise ValueError(f"token_ids must have length L={self.config.seq_len}, got {token_ids.shape[1]}")
         cond = self.memory(images, boxes, fmap)
-        t, weight = self.sampler.sample(len(token_ids), generator=generator)
+        t, weight = self._timesteps(len(token_ids), generator)
         terms = self.diffusion.training_losses(
             self._model_fn(cond), self.embedding.weight, token_ids, t, generator=generator
         )
@@ -166,7 +177,11 @@ class VIEDM(nn.Module):
         fmap: Tensor | None = None,
     ) -> Tensor:
         """Token ids (B, num_samples, L) from the reverse process; sample j of every target starts
-        from its own noise unless ``shared_noise`` (one start noise for all samples of a target)."""
+        from its own noise unless ``shared_noise`` (one start noise for all samples of a target).
+
+        ``images``, ``boxes`` and ``fmap`` live on the model's device; the noise is drawn on the
+        generator's device (the CPU without one) and moved there, so a CPU generator gives the same
+        start noise on every device."""
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
         dc = self.config.diffusion
@@ -180,13 +195,14 @@ class VIEDM(nn.Module):
         rep = lambda x: x.repeat_interleave(num_samples, 0)  # noqa: E731  (B * n, ...)
         cond = (rep(target), rep(context), rep(pooled))
         if shared_noise:
-            noise = torch.randn((B, 1, L, d), generator=generator).expand(B, num_samples, L, d)
+            noise = rng.randn(B, 1, L, d, generator=generator).expand(B, num_samples, L, d)
             noise = noise.reshape(B * num_samples, L, d)
         else:
-            noise = torch.randn((B * num_samples, L, d), generator=generator)
+            noise = rng.randn(B * num_samples, L, d, generator=generator)
         x0 = self.diffusion.spaced(steps).sample(
             self._model_fn(cond), (B * num_samples, L, d), self.embedding.weight, clamp=clamp,
-            clamp_below=dc.clamp_below, ddim_eta=ddim_eta, noise=noise.to(boxes.device), generator=generator,
+            clamp_below=dc.clamp_below, ddim_eta=ddim_eta, noise=noise.to(self.embedding.weight.device),
+            generator=generator,
         )  # fmt: skip
         # rounding: the nearest word embedding (the same map as clamping; with clamping on, x0 already
         # is an embedding row, and the tied head's argmax could differ from it only by row norms)
@@ -228,26 +244,33 @@ def train_viedm(
     progress: Callable[[int, int], None] | None = None,
     progress_every: int = 100,
     on_block: Callable[[int, VIEDM], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> tuple[VIEDM, list[float]]:
     """Train ``model`` (AdamW) and return its EMA copy (used for sampling) and the loss curve.
 
     Args:
         model: trained in place.
-        images, boxes, token_ids: one row per (target, expression): (N, 3, H, W), (N, 4), (N, L).
+        images, boxes, token_ids: one row per (target, expression): (N, 3, H, W), (N, 4), (N, L),
+            on any device (each batch is moved to ``device``).
         steps: optimiser steps.
         batch_size: rows per step.
         lr: learning rate.
         ema: EMA decay of the returned copy.
-        generator: batches, timesteps and noise.
+        generator: batches, timesteps and noise. Its draws happen on its own device (the CPU for
+            the usual CPU generator) and are moved, so a CPU run repeats bit for bit.
         fmap: precomputed feature maps of ``images`` (frozen encoder), optional.
         progress: ``progress(done, total)`` every ``progress_every`` steps.
         on_block: ``on_block(done, ema_model)`` every ``progress_every`` steps (learning curves).
+        device: where the model (moved there in place) and its batches go; None keeps the model
+            where it is.
 
     Returns:
         ``(ema_model, losses)``: losses are the mean training loss of each ``progress_every`` block.
     """
     if not len(images) == len(boxes) == len(token_ids):
         raise ValueError("images, boxes and token_ids need one row each per example")
+    dev = model.embedding.weight.device if device is None else torch.device(device)
+    model.to(dev)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
@@ -256,13 +279,15 @@ def train_viedm(
     losses: list[float] = []
     block: list[float] = []
     for step in range(steps):
-        idx = torch.randint(0, len(images), (batch_size,), generator=generator)
+        # the batch indices are drawn on the CPU (or the generator's device) and stay there: they
+        # index the rows wherever those live, and each batch is then moved to ``dev``
+        idx = rng.randint(0, len(images), (batch_size,), generator=generator)
         out = model.loss(
-            images[idx],
-            boxes[idx],
-            token_ids[idx],
+            images[idx].to(dev),
+            boxes[idx].to(dev),
+            token_ids[idx].to(dev),
             generator=generator,
-            fmap=None if fmap is None else fmap[idx],
+            fmap=None if fmap is None else fmap[idx].to(dev),
         )
         opt.zero_grad()
         out["loss"].backward()

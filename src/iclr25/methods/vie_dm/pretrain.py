@@ -36,6 +36,7 @@ from torch import nn
 
 from iclr25._core.claims import ProgressFn
 from iclr25._core.pretrained import RecipeRun, read_training, require_artefact
+from iclr25.common import rng
 from iclr25.methods.vie_dm.ar_speaker import ARSpeaker
 from iclr25.methods.vie_dm.config import DiffusionConfig, TextPretrainConfig, VIEDMConfig
 from iclr25.methods.vie_dm.model import VIEDM
@@ -104,9 +105,15 @@ def _text_keys(kind: str) -> tuple[str, ...]:
 
 
 def _run(
-    out: str | os.PathLike[str], kind: str, *, progress: ProgressFn, max_steps: int | None
+    out: str | os.PathLike[str],
+    kind: str,
+    *,
+    progress: ProgressFn,
+    max_steps: int | None,
+    device: torch.device | str,
 ) -> list[float]:
-    """The shared recipe loop (``kind``: "diffusion" or "ar")."""
+    """The shared recipe loop (``kind``: "diffusion" or "ar"). The model trains on ``device``;
+    initialisation and every random draw stay on the CPU, so a CPU run repeats bit for bit."""
     from safetensors.torch import save_file
 
     cfg = TextPretrainConfig()
@@ -114,15 +121,16 @@ def _run(
     world = _world(cfg)
     tok = _tokenizer(world)
     L = cfg.seq_len
-    torch.manual_seed(cfg.seed)  # the initialisation
-    model = _null_model(cfg, tok, kind)
+    dev = torch.device(device)
+    torch.manual_seed(cfg.seed)  # the initialisation (on the CPU, then moved)
+    model = _null_model(cfg, tok, kind).to(dev)
     params = [p for n, p in model.named_parameters() if p.requires_grad and n.startswith(_text_keys(kind))]
     lr = cfg.lr if kind == "diffusion" else cfg.ar_lr
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     shadow = copy.deepcopy(model) if kind == "diffusion" else model
     gen = torch.Generator().manual_seed(cfg.seed)
     heldout = (
-        tok.encode(_expressions(world, "text_heldout", 0, cfg.n_heldout_scenes), length=L)
+        tok.encode(_expressions(world, "text_heldout", 0, cfg.n_heldout_scenes), length=L).to(dev)
         if max_steps is None
         else None
     )
@@ -150,7 +158,7 @@ def _run(
             if kind == "ar":
                 return float(model.text_loss(heldout))
             T = shadow.diffusion.T
-            t = torch.randint(0, T, (len(heldout),), generator=vgen)
+            t = rng.randint(0, T, (len(heldout),), generator=vgen).to(dev)
             terms = shadow.diffusion.training_losses(
                 shadow._model_fn(shadow.null_condition(len(heldout))), shadow.embedding.weight, heldout, t,
                 generator=vgen,
@@ -160,7 +168,7 @@ def _run(
     model.train()
     for step in range(start, stop):
         texts = _expressions(world, "text", step * cfg.scenes_per_step, cfg.scenes_per_step)
-        ids = tok.encode(texts, length=L)
+        ids = tok.encode(texts, length=L).to(dev)
         loss = model.text_loss(ids, generator=gen)["loss"] if kind == "diffusion" else model.text_loss(ids)
         opt.zero_grad()
         loss.backward()
@@ -195,7 +203,7 @@ def _run(
         cond = shadow.null_condition(n)
         x0 = shadow.diffusion.spaced(cfg.sampling_steps).sample(
             shadow._model_fn(cond), (n, L, cfg.d_emb), shadow.embedding.weight, clamp=True,
-            noise=torch.randn((n, L, cfg.d_emb), generator=qgen), generator=qgen,
+            noise=rng.randn(n, L, cfg.d_emb, generator=qgen).to(dev), generator=qgen,
         )  # fmt: skip
         from iclr25.methods.vie_dm.diffusion import round_to_tokens
 
@@ -205,7 +213,7 @@ def _run(
     quality = {"heldout_loss": val[-1][1] if val else float("nan")}
     quality["grammatical"] = _grammatical(samples, world)
     keys = _text_keys(kind)
-    state = {k: v.detach().contiguous() for k, v in shadow.state_dict().items() if k.startswith(keys)}
+    state = {k: v.detach().cpu().contiguous() for k, v in shadow.state_dict().items() if k.startswith(keys)}
     Path(out).mkdir(parents=True, exist_ok=True)
     save_file(state, str(Path(out) / "model.safetensors"))
     mcfg = text_model_config(cfg, len(tok))
@@ -230,7 +238,11 @@ def _run(
 
 
 def pretrain_text_diffusion(
-    out: str | os.PathLike[str], *, progress: ProgressFn, max_steps: int | None = None
+    out: str | os.PathLike[str],
+    *,
+    progress: ProgressFn,
+    max_steps: int | None = None,
+    device: torch.device | str = "cpu",
 ) -> list[float]:
     """Recipe of the shipped ``text_diffusion``: VIE-DM's text side (word embeddings and the
     denoiser, VTC layers included, against a null visual memory) trained with the DiffuSeq loss
@@ -240,15 +252,21 @@ def pretrain_text_diffusion(
         out: the folder to write (an unfinished run there resumes).
         progress: called as ``progress(stage, done, total)`` every 50 steps.
         max_steps: stop after this many steps and write nothing (replays the first steps).
+        device: where the model trains; the initialisation and every random draw stay on the CPU
+            (the shipped artefact was trained on the CPU).
 
     Returns:
         The per-step (importance-weighted) training losses.
     """
-    return _run(out, "diffusion", progress=progress, max_steps=max_steps)
+    return _run(out, "diffusion", progress=progress, max_steps=max_steps, device=device)
 
 
 def pretrain_ar_text(
-    out: str | os.PathLike[str], *, progress: ProgressFn, max_steps: int | None = None
+    out: str | os.PathLike[str],
+    *,
+    progress: ProgressFn,
+    max_steps: int | None = None,
+    device: torch.device | str = "cpu",
 ) -> list[float]:
     """Recipe of the shipped ``ar_text``: the AR speaker's text layers trained as a language model
     of grammar expressions (teacher-forced cross-entropy, null visual memory).
@@ -257,11 +275,13 @@ def pretrain_ar_text(
         out: the folder to write (an unfinished run there resumes).
         progress: called as ``progress(stage, done, total)`` every 50 steps.
         max_steps: stop after this many steps and write nothing.
+        device: where the model trains; the initialisation and every random draw stay on the CPU
+            (the shipped artefact was trained on the CPU).
 
     Returns:
         The per-step training losses.
     """
-    return _run(out, "ar", progress=progress, max_steps=max_steps)
+    return _run(out, "ar", progress=progress, max_steps=max_steps, device=device)
 
 
 _DECODER_TO_ENCODER = {"self_attn": "self_attn", "linear1": "linear1", "linear2": "linear2", "norm1": "norm1"}

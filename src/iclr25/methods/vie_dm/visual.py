@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from iclr25.common import rng
+
 __all__ = [
     "BoxEmbedding",
     "ImageEncoder",
@@ -137,6 +139,7 @@ def pretrain_encoder(
     batch_size: int = 16,
     lr: float = 3e-3,
     generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
 ) -> list[float]:
     """Pre-train ``encoder`` on object attribute classification from RoI features.
 
@@ -153,27 +156,34 @@ def pretrain_encoder(
         epochs: passes over the scenes.
         batch_size: scenes per step.
         lr: AdamW learning rate.
-        generator: shuffling.
+        generator: shuffling (drawn on its own device, the CPU for the usual CPU generator, so a
+            CPU run repeats bit for bit).
+        device: where the encoder (moved there in place), the heads and each batch go; None keeps
+            the encoder where it is. The data tensors may live on any device.
 
     Returns:
         Mean loss of each epoch.
     """
+    dev = next(encoder.parameters()).device if device is None else torch.device(device)
+    encoder.to(dev)
+    rows = rows.cpu()  # scene bookkeeping stays on the CPU
     c = encoder.out_channels
-    heads = nn.ModuleList([nn.Linear(c * 9, k) for k in n_classes])
+    # the heads are initialised on the CPU (the global CPU stream) and then moved
+    heads = nn.ModuleList([nn.Linear(c * 9, k) for k in n_classes]).to(dev)
     opt = torch.optim.AdamW([*encoder.parameters(), *heads.parameters()], lr=lr)
     losses = []
     encoder.train()
     for _ in range(epochs):
-        perm = torch.randperm(len(images), generator=generator)
+        perm = rng.randperm(len(images), generator=generator)  # on the CPU
         total = 0.0
         for start in range(0, len(perm), batch_size):
             scenes = perm[start : start + batch_size]
             pos = torch.full((len(images),), -1, dtype=torch.long)
             pos[scenes] = torch.arange(len(scenes))
             idx = (pos[rows] >= 0).nonzero()[:, 0]  # objects of these scenes
-            fmap = encoder(images[scenes])  # (b, C, h, w)
-            feats = roi_features(fmap[pos[rows[idx]]], boxes[idx], stride=encoder.stride).flatten(1)
-            loss = sum(F.cross_entropy(h(feats), labels[idx, a]) for a, h in enumerate(heads))
+            fmap = encoder(images[scenes].to(dev))  # (b, C, h, w)
+            feats = roi_features(fmap[pos[rows[idx]]], boxes[idx].to(dev), stride=encoder.stride).flatten(1)
+            loss = sum(F.cross_entropy(h(feats), labels[idx, a].to(dev)) for a, h in enumerate(heads))
             opt.zero_grad()
             loss.backward()
             opt.step()
