@@ -26,6 +26,7 @@ from .data import (
 from .hessian import check_rows, force_jacobian, hessian_rows, sample_rows
 from .labels import TeacherLabelStore
 from .loss import AdaptiveHessianWeight, HessianDistillationLoss, energy_force_loss
+from .mace_teacher import MACEEnergyModel, load_mace_model, load_mace_teacher
 from .models import EnergyModel, TinyPaiNN, count_parameters, load_model, polynomial_envelope
 from .speed import count_flops, time_calls
 from .spice import SPICE_FIELDS, SpiceHDF5
@@ -47,6 +48,7 @@ __all__ = [
     "FoundationConfig",
     "HessianDistillationLoss",
     "LabelledStructures",
+    "MACEEnergyModel",
     "SpiceHDF5",
     "StudentCalculator",
     "StudentConfig",
@@ -64,6 +66,8 @@ __all__ = [
     "fit_normalisation",
     "force_jacobian",
     "hessian_rows",
+    "load_mace_model",
+    "load_mace_teacher",
     "load_model",
     "make_broad_set",
     "make_clusters",

@@ -58,7 +58,8 @@ class SpiceHDF5(Dataset):
     Args:
         source: the HDF5 file, or an open ``h5py.File`` / any mapping of group name to a
             mapping of the fields above (arrays with ``shape``).
-        molecules: keep only these group names (in this order); None keeps every group.
+        molecules: keep only these group names (in this order); None keeps every group, in the
+            source's order (an HDF5 file lists its groups by name unless it tracks creation order).
         elements: keep only molecules made of these atomic numbers (e.g. ``(1, 6, 7, 8)``).
         where: keep only molecules for which ``where(name, atomic_numbers)`` is true (e.g.
             ``lambda name, z: 53 in z``, the paper's iodine-containing subset).

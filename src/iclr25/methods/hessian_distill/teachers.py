@@ -279,7 +279,8 @@ class EnergyFunctionModel(nn.Module):
     foundation model.
 
     Args:
-        energy_fn: the energy function (torch ops only).
+        energy_fn: the energy function (torch ops only); ``None`` in a subclass that overrides
+            :meth:`energy`.
         cutoff: the neighbour cutoff the batch must carry (pairs are available as
             ``batch.edge_index`` but the function may ignore them).
 
@@ -290,7 +291,7 @@ class EnergyFunctionModel(nn.Module):
         [[-2.0, -0.0, -0.0]]
     """
 
-    def __init__(self, energy_fn: Callable[..., torch.Tensor], *, cutoff: float = 0.0) -> None:
+    def __init__(self, energy_fn: Callable[..., torch.Tensor] | None, *, cutoff: float = 0.0) -> None:
         super().__init__()
         self.energy_fn = energy_fn
         self.cutoff = cutoff
@@ -305,7 +306,16 @@ class EnergyFunctionModel(nn.Module):
         with torch.enable_grad():
             if not keep:
                 pos = pos.detach().requires_grad_(True)
-            energy = self.energy_fn(pos, batch.numbers, batch.cell, batch.pbc, batch.batch)
+            energy = self.energy(pos, batch)
             (grad,) = torch.autograd.grad(energy.sum(), pos, create_graph=create_graph)
         out = {"energy": energy, "forces": -grad}
         return out if create_graph or keep else {k: v.detach() for k, v in out.items()}
+
+    def energy(self, pos: torch.Tensor, batch: AtomsBatch) -> torch.Tensor:
+        """Energies ``[B]`` at positions ``pos`` (the batch's, made differentiable); a subclass
+        that needs more of the batch (pairs, shifts) overrides this and passes no ``energy_fn``."""
+        if self.energy_fn is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} has no energy_fn and does not override energy()"
+            )
+        return self.energy_fn(pos, batch.numbers, batch.cell, batch.pbc, batch.batch)
