@@ -138,7 +138,7 @@ class BernoulliMaskMLP(MaskedMLP):
 
     def precompute_masks(self, x: Tensor, index: Tensor | None) -> list[Tensor] | None:
         if index is None or not self.training:
-            return [torch.ones(x.shape[0], h, dtype=torch.bool) for h in self.hidden]
+            return [torch.ones(x.shape[0], h, dtype=torch.bool, device=x.device) for h in self.hidden]
         return [getattr(self, f"table_{i}")[index] for i in range(len(self.hidden))]
 
 
@@ -146,7 +146,9 @@ class ResampledRoutingMLP(MaskedMLP):
     """Negative control: COMET with a fresh random V drawn at every forward pass.
 
     Masks still have exactly COMET's form, but an input gets a different expert on every call,
-    so mask overlap no longer follows input similarity.
+    so mask overlap no longer follows input similarity. Each V is drawn on the CPU from the
+    model's own generator and then moved to the input's device, so the stream of draws is the
+    same on every device.
 
     Example:
         >>> net = ResampledRoutingMLP(4, (8,), 2, p_keep=0.5)
@@ -173,7 +175,8 @@ class ResampledRoutingMLP(MaskedMLP):
         masks, z = [], x.detach()
         fan_in = (self.in_features, *self.hidden[:-1])
         for h, n_in, k in zip(self.hidden, fan_in, self.ks, strict=True):
-            c = z @ draw_routing_matrix(h, n_in, self._gen).T  # fresh V every call
+            v = draw_routing_matrix(h, n_in, self._gen).to(z.device)  # fresh V every call
+            c = z @ v.T
             m = kwta_mask(c, k)
             masks.append(m)
             z = c * m

@@ -27,6 +27,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import numpy as np
 import torch
@@ -191,6 +192,14 @@ def _pairs(cfg: ClaimConfig, seed: int) -> tuple[torch.Tensor, torch.Tensor, np.
     return torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32), cos
 
 
+_Tensors = TypeVar("_Tensors", _Data, _Split)
+
+
+def _to(tensors: _Tensors, device: str) -> _Tensors:
+    """The tensors of a data tuple moved to ``device`` (the same objects where they are already)."""
+    return cast(_Tensors, tuple(t.to(device) for t in tensors))
+
+
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     from scipy.stats import spearmanr
 
@@ -203,14 +212,16 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def _g1(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series: dict[str, Series]) -> None:
+def _g1(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series: dict[str, Series],
+        device: str = "cpu") -> None:  # fmt: skip
     a, b, in_cos = _pairs(cfg, seed)
+    a, b = a.to(device), b.to(device)
     widths = (cfg.g1_width,) * cfg.g1_layers
     comet = np.zeros(len(in_cos))
     for r in range(cfg.g1_routers):
-        router = COMETRouter(cfg.g1_dim, widths, cfg.g1_p_keep, seed=seed * 1000 + r)
-        comet += mask_cosine(router(a), router(b)).numpy() / cfg.g1_routers
-    gen = torch.Generator().manual_seed(seed)
+        router = COMETRouter(cfg.g1_dim, widths, cfg.g1_p_keep, seed=seed * 1000 + r).to(device)
+        comet += mask_cosine(router(a), router(b)).cpu().numpy() / cfg.g1_routers
+    gen = torch.Generator().manual_seed(seed)  # input-free masks: drawn and scored on the CPU
     bern = np.zeros(len(in_cos))
     for _ in range(cfg.g1_routers):
         ma = [torch.rand(len(a), w, generator=gen) < cfg.g1_p_keep for w in widths]
@@ -219,8 +230,10 @@ def _g1(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series: dic
     fresh = np.zeros(len(in_cos))
     for r in range(cfg.g1_routers):
         net = ResampledRoutingMLP(cfg.g1_dim, widths, 2, p_keep=cfg.g1_p_keep, seed=seed * 1000 + r)
+        net = net.to(device)
         fresh += (
-            mask_cosine(net(a, return_masks=True)[1], net(b, return_masks=True)[1]).numpy() / cfg.g1_routers
+            mask_cosine(net(a, return_masks=True)[1], net(b, return_masks=True)[1]).cpu().numpy()
+            / cfg.g1_routers
         )
     m["comet"]["g1_rho"] = _spearman(in_cos, comet)
     m["bernoulli"]["g1_rho"] = _spearman(in_cos, bern)
@@ -229,10 +242,10 @@ def _g1(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], series: dic
     # Fig. 2b: similarity of backbone activations (last hidden layer) at p_k vs p_k = 1.
     acts = {}
     for arm, p in (("comet", cfg.g1_p_keep), ("dense", 1.0)):
-        net = COMETMLP(cfg.g1_dim, widths, 2, p_keep=p, seed=seed)
+        net = COMETMLP(cfg.g1_dim, widths, 2, p_keep=p, seed=seed).to(device)
         with torch.no_grad():
             ha, hb = net.forward_all(a / 100.0)[2][-1], net.forward_all(b / 100.0)[2][-1]
-        acts[arm] = torch.nn.functional.cosine_similarity(ha, hb, dim=-1).numpy()
+        acts[arm] = torch.nn.functional.cosine_similarity(ha, hb, dim=-1).cpu().numpy()
         m[arm]["g1_act_cos"] = float(acts[arm].mean())
     order = np.argsort(in_cos)
     series["mask_overlap"] = Series(
@@ -255,7 +268,7 @@ def _g2(cfg: ClaimConfig, seed: int, X: torch.Tensor, m: dict[str, dict[str, flo
     nets_with_dead = 0
     for t in range(cfg.g2_nets):
         w, p = int(rng.integers(lo, hi + 1)), float(rng.uniform(plo, phi))
-        router = COMETRouter(X.shape[1], (w, w, w), p, seed=seed * 1000 + t)
+        router = COMETRouter(X.shape[1], (w, w, w), p, seed=seed * 1000 + t).to(X.device)
         fired = [mk.any(0) for mk in router(X)]
         n_dead = sum(int((~f).sum()) for f in fired)
         dead, total, nets_with_dead = dead + n_dead, total + 3 * w, nets_with_dead + (n_dead > 0)
@@ -274,13 +287,15 @@ def _g2(cfg: ClaimConfig, seed: int, X: torch.Tensor, m: dict[str, dict[str, flo
 
 def _same_rows(before: list[torch.Tensor], after: list[torch.Tensor]) -> float:
     """Fraction of probe rows whose masks are identical in every layer."""
-    same = torch.ones(before[0].shape[:-1], dtype=torch.bool)
+    same = torch.ones(before[0].shape[:-1], dtype=torch.bool, device=before[0].device)
     for x, y in zip(before, after, strict=True):
         same &= (x == y).all(-1)
     return float(same.double().mean())
 
 
-def _g3(cfg: ClaimConfig, seed: int, data: _Data, m: dict[str, dict[str, float]]) -> None:
+def _g3(
+    cfg: ClaimConfig, seed: int, data: _Data, m: dict[str, dict[str, float]], device: str = "cpu"
+) -> None:
     Xtr, ytr, Xte, _ = data
     probe = Xte[: cfg.g3_probe]
     hidden = (cfg.g3_width,) * 3
@@ -291,16 +306,17 @@ def _g3(cfg: ClaimConfig, seed: int, data: _Data, m: dict[str, dict[str, float]]
     }
     n = cfg.g3_steps * 32 if cfg.g3_steps else len(Xtr)
     for arm, net in nets.items():
+        net.to(device)
         with torch.no_grad():
             before = net(probe, return_masks=True)[1]
-        train_mlp(net, Xtr[:n], ytr[:n], epochs=1, batch_size=32, lr=cfg.g4_lr, seed=seed)
+        train_mlp(net, Xtr[:n], ytr[:n], epochs=1, batch_size=32, lr=cfg.g4_lr, seed=seed, device=device)
         with torch.no_grad():
             after = net(probe, return_masks=True)[1]
         m[arm]["g3_same"] = _same_rows(before, after)
-    _g3_lm(cfg, seed, m)
+    _g3_lm(cfg, seed, m, device)
 
 
-def _g3_lm(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
+def _g3_lm(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], device: str = "cpu") -> None:
     """Tiny GPT-2 on a synthetic Markov corpus: frozen-embedding masks stay, layer-input ones move."""
     from iclr25.common.tiny_lm import build_tiny_lm
 
@@ -311,14 +327,14 @@ def _g3_lm(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
     seqs[:, 0] = rng.integers(0, vocab - 4, 64)
     for t in range(1, 16):
         seqs[:, t] = [rng.choice(vocab - 4, p=trans[s]) for s in seqs[:, t - 1]]
-    ids = torch.tensor(seqs + 4)
+    ids = torch.tensor(seqs + 4).to(device)
     probe = ids[:8]
     for arm, kw in (
         ("comet", {}),
         ("layerwise", {"source": "layer_input"}),
         ("live", {"embedding_mode": "live"}),
     ):
-        lm = build_tiny_lm("gpt2", vocab_size=vocab, n_layer=2, n_head=2, d_model=32, seed=seed)
+        lm = build_tiny_lm("gpt2", vocab_size=vocab, n_layer=2, n_head=2, d_model=32, seed=seed).to(device)
         handle = comet_ffn_(lm, cfg.p_keep, seed=seed, **kw)
         with torch.no_grad():
             lm(probe)
@@ -327,7 +343,8 @@ def _g3_lm(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
         gen = torch.Generator().manual_seed(seed)
         lm.train()
         for _ in range(cfg.g3_lm_steps):
-            batch = ids[torch.randint(0, len(ids), (16,), generator=gen)]
+            pick = torch.randint(0, len(ids), (16,), generator=gen).to(ids.device)  # drawn on the CPU
+            batch = ids[pick]
             # next-token cross-entropy, computed here rather than through ``labels=`` (the stock
             # GPT2LMHeadModel has no registered loss type and logs a warning when asked for one)
             logits = lm(batch).logits[:, :-1]  # (16, 15, vocab)
@@ -372,17 +389,18 @@ def _split_val(data: _Data, frac: float, seed: int) -> _Split:
 
     Xtr, ytr, Xte, yte = data
     idx = np.arange(len(Xtr))
-    counts = np.bincount(ytr.numpy())
-    strata = ytr.numpy() if counts[counts > 0].min() >= 2 else None  # stratify where every class can split
+    labels = ytr.cpu().numpy()
+    counts = np.bincount(labels)
+    strata = labels if counts[counts > 0].min() >= 2 else None  # stratify where every class can split
     tr, va = train_test_split(idx, test_size=frac, random_state=seed, stratify=strata)
-    tr, va = torch.as_tensor(np.sort(tr)), torch.as_tensor(np.sort(va))
+    tr, va = torch.as_tensor(np.sort(tr)).to(Xtr.device), torch.as_tensor(np.sort(va)).to(Xtr.device)
     return Xtr[tr], ytr[tr], Xtr[va], ytr[va], Xte, yte
 
 
-def _fit(net: torch.nn.Module, data: _Split, cfg: ClaimConfig, seed: int) -> _Fit:
+def _fit(net: torch.nn.Module, data: _Split, cfg: ClaimConfig, seed: int, device: str = "cpu") -> _Fit:
     Xtr, ytr, Xva, yva, Xte, yte = data
     log = train_mlp(net, Xtr, ytr, epochs=cfg.g4_epochs, batch_size=cfg.g4_batch, lr=cfg.g4_lr,
-                    lr_schedule=cfg.lr_schedule, seed=seed,
+                    lr_schedule=cfg.lr_schedule, seed=seed, device=device,
                     eval_sets={"val": (Xva, yva), "test": (Xte, yte)})  # fmt: skip
     return _Fit(log.eval_metrics["val"], log.eval_metrics["test"], log.step_loss[: log.steps_per_epoch])
 
@@ -439,7 +457,8 @@ def _summarise(fits: list[_Fit]) -> dict[str, float]:
 
 
 def _g4(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]],
-        series: dict[str, Series], progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
+        series: dict[str, Series], progress: ProgressFn = no_progress, done: int = 0,
+        device: str = "cpu") -> int:  # fmt: skip
     """G4 on digits: every arm trains ``g4_epochs`` epochs of Adam (peak rate ``g4_lr`` on the
     ``lr_schedule``) on the same backbones and batches; accuracy is read at each run's best
     validation epoch, learning speed from the epoch-1 training losses.
@@ -463,7 +482,7 @@ def _g4(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]
             fits = []
             for i in range(n_seeds):
                 s = seed * 1000 + i
-                fits.append(_fit(_build(arm, d_in, n_tr, (width,) * 3, p, s), data, cfg, s))
+                fits.append(_fit(_build(arm, d_in, n_tr, (width,) * 3, p, s), data, cfg, s, device))
                 done += 1
                 progress("G4 learning fits", done, total)
             if not fits:
@@ -501,12 +520,12 @@ def _g4(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]
 
 
 def _g5(cfg: ClaimConfig, seed: int, raw: _Data, m: dict[str, dict[str, float]], series: dict[str, Series],
-        progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
+        progress: ProgressFn = no_progress, done: int = 0, device: str = "cpu") -> int:  # fmt: skip
     """G5: the width sweep (the paper's main figure) on distorted digits. COMET and dense train at
     every width of ``sweep_widths`` on the same backbones; the redrawn-routing control trains at
     the widest. Accuracy is read at each run's best validation epoch, as in G4."""
     p, total = cfg.p_keep, _n_fits(cfg)
-    data = _split_val(raw, cfg.g4_val_frac, seed)
+    data = _to(_split_val(raw, cfg.g4_val_frac, seed), device)
     d_in, n_tr = data[0].shape[1], len(data[0])
     widest = cfg.sweep_widths[-1]
     acc: dict[str, list[float]] = {"comet": [], "dense": []}
@@ -517,7 +536,7 @@ def _g5(cfg: ClaimConfig, seed: int, raw: _Data, m: dict[str, dict[str, float]],
         fits = []
         for i in range(cfg.sweep_seeds):
             s = seed * 1000 + 500 + i  # backbones of their own, paired across arms and widths
-            fits.append(_fit(_build(arm, d_in, n_tr, (width,) * 3, p, s), data, cfg, s))
+            fits.append(_fit(_build(arm, d_in, n_tr, (width,) * 3, p, s), data, cfg, s, device))
             done += 1
             progress("G5 width sweep fits", done, total)
         summary = _summarise(fits)
@@ -560,7 +579,7 @@ def _best_so_far(values: list[float]) -> list[float]:
 
 
 def _g6(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]], series: dict[str, Series],
-        progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
+        progress: ProgressFn = no_progress, done: int = 0, device: str = "cpu") -> int:  # fmt: skip
     """G6, generalisation at convergence: COMET, dense and the redrawn-routing control train
     ``cluster_epochs`` epochs of Adam on the large cluster set (same backbones, same batches),
     every arm on the same ``lr_schedule`` (by default a cosine decay from ``g4_lr`` to zero over
@@ -599,7 +618,8 @@ def _g6(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]
                     at_best["last"] = evaluate(model, Xte, yte, "classification")
 
             log = train_mlp(net, Xtr, ytr, epochs=cfg.cluster_epochs, batch_size=cfg.g4_batch, lr=cfg.g4_lr,
-                            lr_schedule=cfg.lr_schedule, seed=s, epoch_end=epoch_end)  # fmt: skip
+                            lr_schedule=cfg.lr_schedule, seed=s, epoch_end=epoch_end,
+                            device=device)  # fmt: skip
             reading = read_curve(epochs, _best_so_far(val))
             rows["acc"].append(at_best["test"])
             rows["acc_last"].append(at_best["last"])
@@ -641,7 +661,7 @@ def _g6(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]
 
 
 def _g7(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]], series: dict[str, Series],
-        progress: ProgressFn = no_progress, done: int = 0) -> int:  # fmt: skip
+        progress: ProgressFn = no_progress, done: int = 0, device: str = "cpu") -> int:  # fmt: skip
     """G7, learning speed in the paper's regime: plain SGD at ``sgd_lr``, batch ``g4_batch``,
     ``sgd_epochs`` epochs on digits (the official script's optimiser, rate, batch and epochs), for
     COMET, dense and the redrawn-routing control on the same backbones and batches as G4. Every
@@ -661,7 +681,7 @@ def _g7(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]
             net = _build(arm, Xtr.shape[1], len(Xtr), (w,) * 3, p, s)
             # the official script's regime exactly: plain SGD at a constant rate (no schedule)
             log = train_mlp(net, Xtr, ytr, epochs=cfg.sgd_epochs, batch_size=cfg.g4_batch, lr=cfg.sgd_lr,
-                            optimizer="sgd", lr_schedule="constant", seed=s,
+                            optimizer="sgd", lr_schedule="constant", seed=s, device=device,
                             eval_sets={"test": (Xte, yte)})  # fmt: skip
             tests.append(log.eval_metrics["test"])
             losses.append(float(np.mean(log.step_loss[-log.steps_per_epoch :])))
@@ -683,25 +703,29 @@ def _g7(cfg: ClaimConfig, seed: int, data: _Split, m: dict[str, dict[str, float]
     return done
 
 
-def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> None:
+def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]], device: str = "cpu") -> None:
     """One training step at width N = cost_width on a batch of 32 digits-sized inputs: matmul FLOPs
     (deterministic, torch's FlopCounterMode) and wall-clock seconds (alternating, median).
 
     Seconds are taken twice: with ``torch.optim.Adam``'s default (foreach) kernels, ``step_s``,
-    and with its fused CPU kernel, ``fused_step_s``. COMET's masked units get exactly zero
+    and with its fused kernel, ``fused_step_s``. COMET's masked units get exactly zero
     gradients, and the foreach kernel's ``sqrt`` is slower on zeros on CPU, which adds optimiser
-    time unrelated to routing; the fused kernel avoids that.
+    time unrelated to routing; the fused kernel avoids that. The nets and the batch live on
+    ``device``. A GPU runs kernels asynchronously, so there each timed step starts and ends with
+    ``torch.cuda.synchronize`` and counts the kernels it queued; on the CPU the timed region is
+    the step alone, as before.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     gen = torch.Generator().manual_seed(seed)
     X, y = torch.rand(32, 64, generator=gen), torch.randint(0, 10, (32,), generator=gen)
+    X, y = X.to(device), y.to(device)  # drawn on the CPU, then moved
     hidden = (cfg.cost_width,) * 3
     runs = {}
     for prefix, fused in (("", False), ("fused_", True)):
         for arm, net in (
-            ("comet", COMETMLP(64, hidden, 10, p_keep=cfg.p_keep, seed=seed)),
-            ("dense", DenseMLP(64, hidden, 10, seed=seed)),
+            ("comet", COMETMLP(64, hidden, 10, p_keep=cfg.p_keep, seed=seed).to(device)),
+            ("dense", DenseMLP(64, hidden, 10, seed=seed).to(device)),
         ):
             runs[prefix, arm] = (net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=fused))
 
@@ -718,10 +742,15 @@ def _step_cost(cfg: ClaimConfig, seed: int, m: dict[str, dict[str, float]]) -> N
             step(("", arm))
         m[arm]["step_gflops"] = counter.get_total_flops() / 1e9
     times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
+    cuda = torch.device(device).type == "cuda"
     for _ in range(cfg.cost_steps):
         for key in runs:
+            if cuda:
+                torch.cuda.synchronize(device)
             t0 = time.perf_counter()
             step(key)
+            if cuda:
+                torch.cuda.synchronize(device)
             times[key].append(time.perf_counter() - t0)
     for (prefix, arm), ts in times.items():
         m[arm][f"{prefix}step_s"] = float(np.median(ts))
@@ -733,14 +762,21 @@ def run(
     """Run G1-G7 and the step-cost comparison for one seed.
 
     The harness runs it inside :func:`~iclr25._core.seeding.claim_scope` (one thread, seeded global
-    RNGs, which the dropout arm and the tiny GPT-2's dropout draw from). ``device`` is accepted for
-    the common signature; the check runs on the CPU.
+    RNGs, which the dropout arm and the tiny GPT-2's dropout draw from). Every network (the
+    routers, the MLPs of every arm, the tiny GPT-2) trains and is evaluated on ``device``, with
+    its data moved there. The data sets, the batch orders, the redrawn routing matrices and every
+    other seeded draw come from CPU generators and are moved after the draw, so the draws are the
+    same on every device; the statistics (Spearman, best epochs, standard errors) are computed
+    on the CPU.
 
     Args:
         config: the sizes of the check.
         seed: the claim seed; G4's and G7's paired backbone seeds are ``1000 * seed + i``, G5's
             ``1000 * seed + 500 + i`` and G6's ``1000 * seed + 300 + i``.
-        device: ignored (CPU).
+        device: where the networks run ("cpu", "cuda", ...). On a GPU the dropout masks (of the
+            dropout arm, from the device's global RNG) and floating-point sums differ from a CPU
+            run, so the numbers are close to, not equal to, the CPU's; the step-cost timings are
+            then the GPU's (each step synchronised before the clock is read).
         progress: called with the stage and its fits done, from the long loops.
 
     Returns:
@@ -756,25 +792,25 @@ def run(
     digits = _digits(seed)
     stamps = [time.perf_counter()]
     progress("G1 mask geometry", 0, 1)
-    _g1(config, seed, m, series)
+    _g1(config, seed, m, series, device)
     stamps.append(time.perf_counter())
     progress("G2 utilisation", 0, 1)
-    _g2(config, seed, torch.cat([digits[0], digits[2]]), m)
+    _g2(config, seed, torch.cat([digits[0], digits[2]]).to(device), m)
     stamps.append(time.perf_counter())
     progress("G3 fixed experts", 0, 1)
-    _g3(config, seed, digits, m)
+    _g3(config, seed, _to(digits, device), m, device)
     stamps.append(time.perf_counter())
-    digits_split = _split_val(digits, config.g4_val_frac, seed)
-    done = _g4(config, seed, digits_split, m, series, progress)
+    digits_split = _to(_split_val(digits, config.g4_val_frac, seed), device)
+    done = _g4(config, seed, digits_split, m, series, progress, device=device)
     stamps.append(time.perf_counter())
-    done = _g5(config, seed, _hard_digits(config, seed), m, series, progress, done)
+    done = _g5(config, seed, _hard_digits(config, seed), m, series, progress, done, device)
     stamps.append(time.perf_counter())
-    done = _g6(config, seed, _clusters(config, seed), m, series, progress, done)
+    done = _g6(config, seed, _to(_clusters(config, seed), device), m, series, progress, done, device)
     stamps.append(time.perf_counter())
-    _g7(config, seed, digits_split, m, series, progress, done)
+    _g7(config, seed, digits_split, m, series, progress, done, device)
     stamps.append(time.perf_counter())
     progress("step cost", 0, 1)
-    _step_cost(config, seed, m)
+    _step_cost(config, seed, m, device)
     stamps.append(time.perf_counter())
     stages = ("g1", "g2", "g3", "g4", "g5", "g6", "g7", "cost")
     for name, t_a, t_b in zip(stages, stamps[:-1], stamps[1:], strict=True):

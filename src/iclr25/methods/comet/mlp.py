@@ -26,6 +26,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from torch import Tensor, nn
 
+from iclr25.common import rng
 from iclr25.methods.comet.config import _check_schedule
 from iclr25.methods.comet.routing import COMETRouter, Ties, _check_p
 
@@ -251,8 +252,19 @@ class TrainLog:
 LRSchedule = Literal["constant", "cosine"]
 
 
+def _model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter or buffer (the CPU for a model with neither)."""
+    first = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return first.device if first is not None else torch.device("cpu")
+
+
 def evaluate(model: nn.Module, X: Tensor, y: Tensor, task: Literal["classification", "regression"]) -> float:
-    """Accuracy (classification) or mean squared error (regression) of ``model`` on (X, y), in eval mode."""
+    """Accuracy (classification) or mean squared error (regression) of ``model`` on (X, y), in eval mode.
+
+    ``X`` and ``y`` are moved to the model's device first (a no-op where they already are).
+    """
+    dev = _model_device(model)
+    X, y = X.to(dev), y.to(dev)
     was = model.training
     model.eval()
     with torch.no_grad():
@@ -280,6 +292,7 @@ def train_mlp(
     y_eval: Tensor | None = None,
     eval_sets: Mapping[str, tuple[Tensor, Tensor]] | None = None,
     epoch_end: Callable[[int, nn.Module], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> TrainLog:
     """Mini-batch training shared by COMET and every baseline (same order for the same seed).
 
@@ -308,6 +321,10 @@ def train_mlp(
         epoch_end: called after every epoch (and its evaluations) as ``epoch_end(epoch, model)``,
             ``epoch`` counting from 0; e.g. to score a test set only at a new best validation epoch.
             It must leave the model's train/eval mode as it found it (:func:`evaluate` does).
+        device: where to train: the model is moved there (in place) and every batch and
+            evaluation set is moved there too. None (the default) keeps the model where it is
+            and moves the data to it. The batch order is drawn on the CPU from ``seed`` and then
+            moved, so the same seed gives the same batches on every device.
 
     Returns:
         A :class:`TrainLog`.
@@ -325,6 +342,12 @@ def train_mlp(
     for name, pair in sets.items():
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise TypeError(f"eval_sets[{name!r}] must be an (X, y) tuple, got {type(pair).__name__}")
+    dev = torch.device(device) if device is not None else _model_device(model)
+    model.to(dev)  # before the optimiser is built, so that it holds the moved parameters
+    X, y = X.to(dev), y.to(dev)
+    if X_eval is not None and y_eval is not None:
+        X_eval, y_eval = X_eval.to(dev), y_eval.to(dev)
+    sets = {name: (Xs.to(dev), ys.to(dev)) for name, (Xs, ys) in sets.items()}
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer == "adam":
         opt: torch.optim.Optimizer = torch.optim.Adam(params, lr=lr)
@@ -348,7 +371,7 @@ def train_mlp(
     model.train()
     with_index = getattr(model, "uses_example_index", False)
     for epoch in range(epochs):
-        order = torch.randperm(n, generator=gen)
+        order = rng.randperm(n, generator=gen, device=dev)  # drawn on the CPU, moved to dev
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
             out = model(X[idx], index=idx) if with_index else model(X[idx])
@@ -398,6 +421,7 @@ class _COMETEstimator:
         ties: Ties = "threshold",
         random_state: int | None = None,
         lr_schedule: LRSchedule = "constant",
+        device: str = "cpu",
     ) -> None:
         self.hidden = hidden
         self.p_keep = p_keep
@@ -409,6 +433,7 @@ class _COMETEstimator:
         self.ties = ties
         self.random_state = random_state
         self.lr_schedule = lr_schedule
+        self.device = device
 
     def _validate_params(self) -> None:
         _check_p(self.p_keep)
@@ -433,7 +458,7 @@ class _COMETEstimator:
         self.log_ = train_mlp(
             self.model_, torch.as_tensor(X, dtype=torch.float32), target, task=self._task,
             epochs=int(self.epochs), batch_size=int(self.batch_size), lr=float(self.lr),
-            optimizer=self.optimizer, lr_schedule=self.lr_schedule, seed=seed,
+            optimizer=self.optimizer, lr_schedule=self.lr_schedule, seed=seed, device=self.device,
         )  # fmt: skip
 
     def _forward(self, X: Any) -> Tensor:
@@ -442,7 +467,8 @@ class _COMETEstimator:
         check_is_fitted(self, "model_")  # NotFittedError before fit
         X = validate_data(self, X, reset=False, dtype=np.float32)
         with torch.no_grad():
-            return self.model_(torch.as_tensor(X))
+            out = self.model_(torch.as_tensor(X).to(_model_device(self.model_)))
+        return out.cpu()  # the callers turn it into NumPy arrays
 
 
 class COMETClassifier(ClassifierMixin, _COMETEstimator, BaseEstimator):
@@ -463,6 +489,8 @@ class COMETClassifier(ClassifierMixin, _COMETEstimator, BaseEstimator):
         ties: k-WTA tie rule.
         random_state: seed (None draws one from NumPy's global state, as scikit-learn does).
         lr_schedule: "constant" or "cosine" (decay to zero over all steps; see :func:`train_mlp`).
+        device: where the network trains and predicts ("cpu", "cuda", ...); inputs and
+            predictions are NumPy arrays on the CPU either way.
 
     Example:
         >>> import numpy as np
@@ -509,6 +537,8 @@ class COMETRegressor(RegressorMixin, _COMETEstimator, BaseEstimator):
         ties: k-WTA tie rule.
         random_state: seed.
         lr_schedule: "constant" or "cosine" (decay to zero over all steps; see :func:`train_mlp`).
+        device: where the network trains and predicts ("cpu", "cuda", ...); inputs and
+            predictions are NumPy arrays on the CPU either way.
 
     Example:
         >>> import numpy as np
