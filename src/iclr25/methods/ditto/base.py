@@ -37,6 +37,8 @@ from iclr25.common.data.style_world import StyleWorld, StyleWorldConfig, build_s
 from iclr25.common.lm_recipe import run_lm_recipe
 from iclr25.common.tiny_lm import build_tiny_lm, load_tiny_lm
 
+from .trainer import _seeded_generate
+
 __all__ = ["BASE_DIR", "BaseTrainConfig", "base_quality", "load_base", "pretrain_base", "train_base"]
 
 #: Folder of the shipped base: ``config.json``, ``model.safetensors``, ``training.json``.
@@ -124,6 +126,7 @@ def _step_loss(model: Any, ids: torch.Tensor, mask: torch.Tensor, labels: torch.
 def _run(
     cfg: BaseTrainConfig,
     *,
+    device: str | torch.device = "cpu",
     steps: int | None = None,
     log: Callable[[int, float], None] | None = None,
     state: dict[str, Any] | None = None,
@@ -131,7 +134,8 @@ def _run(
     every: int = 250,
 ) -> tuple[Any, list[float]]:
     """The training loop; step ``s`` draws its notes from ``numpy_rng(cfg.seed, 11, s)``, so a
-    run resumed from ``state`` continues exactly as an uninterrupted one would."""
+    run resumed from ``state`` continues exactly as an uninterrupted one would. The model is
+    initialised on the CPU (its seeded draws), then it and every batch go to ``device``."""
     n = cfg.steps if steps is None else steps
     if not 0 <= n <= cfg.steps:
         raise ValueError(f"steps must be in [0, {cfg.steps}], got {n}")
@@ -146,7 +150,7 @@ def _run(
         d_model=cfg.d_model,
         max_positions=cfg.max_positions,
         seed=cfg.seed,
-    )
+    ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
     losses: list[float] = []
     start = 0
@@ -159,7 +163,7 @@ def _run(
         for group in opt.param_groups:
             group["lr"] = _lr_at(s, cfg)
         notes = world.base_corpus(cfg.batch, numpy_rng(cfg.seed, 11, s))
-        loss = _step_loss(model, *enc.batch(notes))
+        loss = _step_loss(model, *(t.to(device) for t in enc.batch(notes)))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -174,7 +178,10 @@ def _run(
 
 
 def train_base(
-    cfg: BaseTrainConfig = BaseTrainConfig(), *, steps: int | None = None
+    cfg: BaseTrainConfig = BaseTrainConfig(),
+    *,
+    steps: int | None = None,
+    device: str | torch.device = "cpu",
 ) -> tuple[Any, list[float]]:
     """Train the base LM from scratch (deterministic on one thread).
 
@@ -182,11 +189,13 @@ def train_base(
         cfg: architecture and schedule.
         steps: stop after this many steps (default ``cfg.steps``); a short run reproduces the
             first losses of the full one.
+        device: where the model trains (default the CPU). The initial weights are drawn on the
+            CPU and the notes come from NumPy generators, so the device changes no draw.
 
     Returns:
-        The model (eval mode) and the per-step training losses.
+        The model (eval mode, on ``device``) and the per-step training losses.
     """
-    return _run(cfg, steps=steps)
+    return _run(cfg, steps=steps, device=device)
 
 
 @torch.no_grad()
@@ -196,7 +205,8 @@ def base_quality(
     """Held-out quality of a base LM on the style world.
 
     Args:
-        model: a causal LM over :func:`~iclr25.common.data.style_world.build_style_tokenizer`'s ids.
+        model: a causal LM over :func:`~iclr25.common.data.style_world.build_style_tokenizer`'s ids;
+            it is scored and sampled on the device it is on, with every draw on a CPU generator.
         world: the style world (default: the default world).
         n_kl: held-out notes for the KL estimate.
         n_samples: samples per prompt (every prompt of the world) for the well-formed rate.
@@ -213,6 +223,7 @@ def base_quality(
     enc = _Encoder(world, tok)
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     rng = numpy_rng(seed, 1)
     notes = world.base_corpus(n_kl, rng)
     exact = [world.base_logprob(world.parse(p, y)) for p, y in notes]  # every draw parses
@@ -223,28 +234,26 @@ def base_quality(
         resp = torch.zeros_like(ids, dtype=torch.bool)
         for j, (p, _y) in enumerate(chunk):
             resp[j, len(enc.prompt_ids[p]) : int(mask[j].sum())] = True  # response tokens and EOS
+        ids, mask, resp = ids.to(device), mask.to(device), resp.to(device)
         logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1], -1)
         tok_lp = logp.gather(-1, ids[:, 1:, None])[..., 0]  # (B, T-1): log p(token t+1 | ≤ t)
-        nll.extend((-(tok_lp * resp[:, 1:]).sum(-1)).tolist())
+        nll.extend((-(tok_lp * resp[:, 1:]).sum(-1)).cpu().tolist())
     gen = torch.Generator().manual_seed(seed)
     parsed = finished = total = 0
     for p, pids in enc.prompt_ids.items():
-        inp = torch.tensor([pids])
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
-            out = model.generate(
-                input_ids=inp,
-                attention_mask=torch.ones_like(inp),
-                do_sample=True,
-                temperature=1.0,
-                top_k=0,
-                top_p=1.0,
-                max_new_tokens=32,
-                num_return_sequences=n_samples,
-                eos_token_id=tok.eos_token_id,
-                pad_token_id=tok.pad_token_id,
-            )
-        for row in out[:, inp.shape[1] :].tolist():
+        out = _seeded_generate(
+            model,
+            pids,
+            n_samples,
+            seed=int(torch.randint(0, 2**62, (1,), generator=gen)),
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=32,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+        for row in out[:, len(pids) :].cpu().tolist():
             total += 1
             if tok.eos_token_id in row:
                 finished += 1

@@ -135,8 +135,16 @@ class _IterationEval:
 
 
 def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress) -> RunResult:
-    """One seed of the check: load the shipped base LM, train every arm, judge them."""
-    del device  # CPU-sized; the paper-scale path takes any device through the caller's model
+    """One seed of the check: load the shipped base LM, train every arm, judge them.
+
+    Args:
+        cfg: sizes and DITTO hyperparameters.
+        seed: the claim seed (user, demonstrations, prompts, DITTO's draws).
+        device: where every arm's LM is trained and sampled ("cpu", "cuda", ...). The seeded
+            draws stay on CPU generators whatever the device, and the judge scores decoded text
+            on the CPU; another device changes only the float rounding of the LM's arithmetic.
+        progress: called as ``progress("arms", done, total)``.
+    """
     base, world = _base(cfg)
     tok = build_style_tokenizer(world)
     user = cfg.user if cfg.user >= 0 else seed % 4
@@ -173,7 +181,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     progress("arms", 0, len(arms))
     sft_outs: list[list[str]] = []
     for i, (arm, acfg) in enumerate(arms.items()):
-        tr = DittoTrainer(copy.deepcopy(base), tok, demos, acfg)
+        tr = DittoTrainer(copy.deepcopy(base), tok, demos, acfg, device=device)
         tr.train_sft()
         if arm == "ditto":
             outs["zero_shot"] = tr.generate(eval_chat, n, adapter="base", seed=eval_seed)

@@ -8,6 +8,11 @@ are drawn from the current policy at temperature 1 and cached; (4) each step dra
 and inter-model pairs (:func:`~.pairs.build_ditto_pairs`) and takes one DPO step (Eq. 5) with the
 frozen ``sft`` adapter as reference. Works with any Hugging Face causal LM and its tokenizer;
 chat-format prompts go through the tokenizer's own chat template.
+
+The trainer runs on any device (``device=``); its random draws do not depend on it. LoRA's
+initial A matrices are drawn on the CPU, and every sampled token is drawn from a seeded CPU
+``torch.Generator`` (the probabilities are computed on the model's device and moved), so the
+same seed gives the same draws on a CPU and on a GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+
+from iclr25.common import rng as trng
 
 from .config import DittoConfig
 from .losses import IGNORE_INDEX, dpo_sigmoid_loss, sequence_logprobs, token_logprobs
@@ -53,6 +60,70 @@ class _Encoded:
     response_ids: list[int]  # ends with EOS
 
 
+class _SeededDraw:
+    """Logits processor that samples the next token itself, on a CPU generator.
+
+    It applies the sampling warpers transformers would (temperature, then top-k, then top-p,
+    each only when it is on, keeping at least one token), draws one token per row from the
+    softmax with ``generator`` on the generator's device, and returns scores that are 0 at the
+    drawn token and −inf elsewhere. Run under greedy decoding, the argmax then takes the drawn
+    token, so no draw touches the global RNG of the model's device. On the CPU this is the same
+    draw as ``torch.manual_seed(seed)`` followed by ``generate(do_sample=True)``.
+    """
+
+    def __init__(self, generator: torch.Generator, *, temperature: float, top_k: int, top_p: float) -> None:
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.generator = generator
+        self.warpers: list[Any] = []
+        if temperature != 1.0:
+            self.warpers.append(TemperatureLogitsWarper(temperature))
+        if top_k != 0:
+            self.warpers.append(TopKLogitsWarper(top_k=top_k, min_tokens_to_keep=1))
+        if top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
+        probs = torch.softmax(scores, dim=-1)  # (B, V)
+        token = trng.multinomial(probs, 1, generator=self.generator)  # (B, 1), on probs' device
+        return torch.full_like(scores, -math.inf).scatter_(-1, token, 0.0)  # (B, V)
+
+
+@torch.no_grad()
+def _seeded_generate(
+    model: Any,
+    prompt_ids: Sequence[int],
+    n: int,
+    *,
+    seed: int,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    max_new_tokens: int,
+    eos_token_id: int,
+    pad_token_id: int,
+) -> torch.Tensor:
+    """``n`` samples of one prompt from ``model.generate``, every token drawn from a CPU
+    generator seeded with ``seed`` (see :class:`_SeededDraw`). Shape: (n, prompt + new tokens),
+    on the model's device."""
+    from transformers import LogitsProcessorList
+
+    device = next(model.parameters()).device
+    inp = torch.tensor([list(prompt_ids)] * n, device=device)  # (n, L): one row per sample
+    draw = _SeededDraw(torch.Generator().manual_seed(seed), temperature=temperature, top_k=top_k, top_p=top_p)
+    return model.generate(
+        input_ids=inp,
+        attention_mask=torch.ones_like(inp),
+        do_sample=False,  # the draw happens in the processor; greedy decoding takes it
+        logits_processor=LogitsProcessorList([draw]),
+        max_new_tokens=max_new_tokens,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
+
+
 @dataclass
 class _Log:
     sft: list[dict[str, float]] = field(default_factory=list)
@@ -68,6 +139,10 @@ class DittoTrainer:
         demonstrations: fewer than about 10 :class:`Demonstration` s (or ``(prompt, response)`` tuples).
         config: hyperparameters (default :meth:`DittoConfig.paper`).
         callbacks: objects with any of the :class:`DittoCallback` hooks.
+        device: where the model is trained and sampled (moved there after the LoRA adapters are
+            added); ``None`` (default) leaves it where it is. Batches follow the model; the seeded
+            draws (LoRA initialisation, pair choices, sampling) stay on the CPU, so a seed gives
+            the same draws on every device.
 
     Raises:
         ValueError: no demonstrations, a non-string or empty prompt, chat prompts without a chat
@@ -99,6 +174,8 @@ class DittoTrainer:
         demonstrations: Sequence[Demonstration | tuple[Prompt, str]],
         config: DittoConfig | None = None,
         callbacks: Sequence[Any] = (),
+        *,
+        device: str | torch.device | None = None,
     ) -> None:
         cfg = config or DittoConfig.paper()
         cfg.validate()
@@ -120,6 +197,8 @@ class DittoTrainer:
         self._gen = torch.Generator().manual_seed(cfg.seed)
         self._ditto_ready = False
         self.model = self._wrap(model)
+        if device is not None:
+            self.model.to(device)
 
     # ------------------------------------------------------------------------------------------
     # encoding
@@ -190,9 +269,11 @@ class DittoTrainer:
         except ImportError as err:  # pragma: no cover - the extra is installed in tests
             raise ImportError("DITTO needs peft: pip install 'iclr25[ditto]'") from err
         self._base_config = getattr(model, "config", None)
-        # LoRA's A matrices are drawn from the global RNG: draw them from the config seed instead.
+        # LoRA's A matrices are drawn from the global CPU RNG (peft builds adapters on the CPU and
+        # then moves them to the layer's device): draw them from the config seed instead. Only
+        # the CPU generator is seeded, so no accelerator's RNG state changes.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.config.seed)
+            torch.default_generator.manual_seed(self.config.seed)
             return get_peft_model(model, self._lora_config(), adapter_name="sft")
 
     def _copy_adapter(self, src: str, dst: str) -> None:
@@ -311,44 +392,41 @@ class DittoTrainer:
         """``n`` samples (response ids, truncated) for one prompt, in eval mode, at the config's
         temperature / top-k / top-p. ``adapter=None`` uses the active adapter, ``"base"`` none.
 
+        Every token is drawn from a CPU generator seeded with ``seed``, whatever the model's
+        device; the global RNGs are neither read nor changed.
+
         A finished sample ends with exactly one EOS; a sample that hit ``max_new_tokens`` has none.
         """
         cfg = self.config
         was_training = self.model.training
         active = self.model.active_adapter
         self.model.eval()  # dropout off while sampling
-        inp = torch.tensor([list(prompt_ids)], device=self.device)
         kw = dict(
-            input_ids=inp,
-            attention_mask=torch.ones_like(inp),
-            do_sample=True,
+            seed=seed,
             temperature=cfg.temperature,
             top_k=cfg.top_k,
             top_p=cfg.top_p,
             max_new_tokens=cfg.max_new_tokens,
-            num_return_sequences=n,
             eos_token_id=self.tokenizer.eos_token_id,
             pad_token_id=self.tokenizer.pad_token_id
             if self.tokenizer.pad_token_id is not None
             else self.tokenizer.eos_token_id,
         )
         try:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                if adapter == "base":
-                    with self.model.disable_adapter():
-                        out = self.model.generate(**kw)
-                else:
-                    if adapter is not None:
-                        self.model.set_adapter(adapter)
-                    out = self.model.generate(**kw)
+            if adapter == "base":
+                with self.model.disable_adapter():
+                    out = _seeded_generate(self.model, prompt_ids, n, **kw)
+            else:
+                if adapter is not None:
+                    self.model.set_adapter(adapter)
+                out = _seeded_generate(self.model, prompt_ids, n, **kw)
         finally:
             if adapter not in (None, "base"):
                 self.model.set_adapter(active)
             self.model.train(was_training)
         eos = self.tokenizer.eos_token_id
         result = []
-        for row in out[:, inp.shape[1] :].tolist():
+        for row in out[:, len(prompt_ids) :].cpu().tolist():
             if eos in row:
                 result.append((row[: row.index(eos) + 1], False))
             else:
