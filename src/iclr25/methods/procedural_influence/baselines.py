@@ -21,10 +21,21 @@ __all__ = ["bm25_scores", "gradient_dot_scores", "tfidf_scores"]
 
 
 def gradient_dot_scores(
-    model: torch.nn.Module, documents: dict[str, torch.Tensor], queries: dict[str, torch.Tensor], cfg: object
+    model: torch.nn.Module,
+    documents: dict[str, torch.Tensor],
+    queries: dict[str, torch.Tensor],
+    cfg: object,
+    *,
+    cpu: bool = True,
 ) -> InfluenceResult:
-    """``grad m^T grad L(d)``: kronfluence's ``identity`` strategy on the same tracked modules."""
-    return compute_influence(model, documents, queries, dataclasses.replace(cfg, strategy="identity"))
+    """``grad m^T grad L(d)``: kronfluence's ``identity`` strategy on the same tracked modules.
+
+    ``cpu`` is :func:`~iclr25.methods.procedural_influence.influence.compute_influence`'s: run
+    kronfluence on the CPU, or (False) on its default device, e.g. a GPU.
+    """
+    return compute_influence(
+        model, documents, queries, dataclasses.replace(cfg, strategy="identity"), cpu=cpu
+    )
 
 
 def bm25_scores(queries: Sequence[str], documents: Sequence[str]) -> np.ndarray:

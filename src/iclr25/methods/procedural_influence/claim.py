@@ -186,12 +186,20 @@ def _spearman_rows(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _replay_nats(
-    cfg: ClaimConfig, vocab_size: int, ckpt, data: dict, qbatch: dict, removed: set[int], seed: int
+    cfg: ClaimConfig,
+    vocab_size: int,
+    ckpt,
+    data: dict,
+    qbatch: dict,
+    removed: set[int],
+    seed: int,
+    device: torch.device,
 ) -> np.ndarray:
-    """Every query's nats after replaying the last epochs from ``ckpt`` without ``removed``. [Q]."""
-    replay = build_lm(vocab_size, cfg.lm, seed=seed)
-    train_lm(replay, data, cfg.lm, seed=seed, start=ckpt, exclude=removed)
-    return completion_nll(replay, qbatch).double().numpy()
+    """Every query's nats after replaying the last epochs from ``ckpt`` without ``removed``, on
+    ``device``. [Q]."""
+    replay = build_lm(vocab_size, cfg.lm, seed=seed, device=device)
+    train_lm(replay, data, cfg.lm, seed=seed, start=ckpt, exclude=removed, device=device)
+    return completion_nll(replay, qbatch).double().cpu().numpy()
 
 
 def _oracle(
@@ -204,16 +212,17 @@ def _oracle(
     oracle_rows: np.ndarray,
     seed: int,
     progress: ProgressFn,
+    device: torch.device,
 ) -> dict[str, np.ndarray]:
     """Leave-k-out replays: the last epochs again without the union of the oracle queries' top-k
-    documents of each ranking, or without as many random documents.
+    documents of each ranking, or without as many random documents (each replay on ``device``).
 
     Returns:
         Per removal: the change of nats of the oracle queries, and ``<name>_removed`` (how many
         documents).
     """
     k = cfg.top_k
-    before = completion_nll(model, qbatch).double().numpy()
+    before = completion_nll(model, qbatch).double().cpu().numpy()
     rng = np.random.default_rng([seed, 31])
     n_docs = len(data["input_ids"])
     removal = {name: set(topk_indices(s[oracle_rows], k).ravel().tolist()) for name, s in rankings.items()}
@@ -221,7 +230,7 @@ def _oracle(
     removal["random"] = set(rng.choice(n_docs, size=size, replace=False).tolist())
     out: dict[str, np.ndarray] = {}
     for i, (name, docs) in enumerate(removal.items()):
-        after = _replay_nats(cfg, model.config.vocab_size, ckpt, data, qbatch, docs, seed)
+        after = _replay_nats(cfg, model.config.vocab_size, ckpt, data, qbatch, docs, seed, device)
         out[name] = (after - before)[oracle_rows]
         out[f"{name}_removed"] = np.array([float(len(docs))])
         progress("leave-k-out replays", i + 1, len(removal))
@@ -247,25 +256,39 @@ def _validation_batch(corpus, tok, cfg: ClaimConfig, seed: int) -> dict:
 
 def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressFn = no_progress) -> RunResult:
     """One seed: corpus, model, queries, influence (EK-FAC, gradient dot product, controls),
-    lexical baselines, analyses and the leave-k-out oracle."""
+    lexical baselines, analyses and the leave-k-out oracle.
+
+    Args:
+        cfg: the claim's configuration.
+        seed: the seed of the corpus, the models, the batch orders and the queries.
+        device: where every network is trained and evaluated ("cpu", "cuda", or "auto" for
+            "cuda" when one is visible); kronfluence runs there too (``cpu=False`` off the CPU).
+            Corpus, tokenisation, retrieval baselines and analyses stay on the CPU (numpy), and
+            every seeded draw comes from CPU generators, so a CPU run is bit for bit what it was.
+        progress: progress callback.
+    """
     from iclr25.common.tiny_lm import build_word_tokenizer
 
-    if device not in ("cpu", "auto"):
-        raise ValueError("the claim check runs on the CPU (kronfluence is driven with cpu=True)")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    on_cpu = dev.type == "cpu"  # kronfluence's switch: the CPU, or its default accelerator
     t0 = time.perf_counter()
     corpus = make_corpus(cfg.corpus, seed)
     tok = build_word_tokenizer(corpus.vocab)
     data = encode_documents(corpus.texts, tok, cfg.lm.context)
-    model = build_lm(len(tok), cfg.lm, seed=seed)
+    model = build_lm(len(tok), cfg.lm, seed=seed, device=dev)
     ckpt_epoch = cfg.lm.epochs - cfg.oracle_epochs
     valid = _validation_batch(corpus, tok, cfg, seed)
     valid_tokens = float((valid["labels"] != -100).sum())
     # number tokens of the held-out solutions: the part a correct procedure determines (the
-    # wording is a free choice between paraphrases and keeps its entropy)
+    # wording is a free choice between paraphrases and keeps its entropy); read on the CPU
     v_targets = valid["labels"][:, 1:]
     v_numbers = torch.tensor(
         [[t >= 0 and tok.convert_ids_to_tokens(int(t)).isdigit() for t in row] for row in v_targets]
-    )
+    ).to(dev)
+    valid = {k: v.to(dev) for k, v in valid.items()}
+    v_targets = valid["labels"][:, 1:]
     valid_nats: list[float] = []
     valid_acc: list[float] = []
 
@@ -277,7 +300,14 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
         valid_nats.append(float(completion_nll(net, valid).sum()) / valid_tokens)
 
     losses, ckpt = train_lm(
-        model, data, cfg.lm, seed=seed, checkpoint_epoch=ckpt_epoch, on_epoch=on_epoch, progress=progress
+        model,
+        data,
+        cfg.lm,
+        seed=seed,
+        checkpoint_epoch=ckpt_epoch,
+        on_epoch=on_epoch,
+        progress=progress,
+        device=dev,
     )
     t_train = time.perf_counter() - t0
     curve = read_curve([float(e + 1) for e in range(len(valid_acc))], valid_acc, mode="max")
@@ -313,23 +343,25 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     t1 = time.perf_counter()
     n_inf = 4 + len(cfg.damping_sweep)
     progress("influence", 0, n_inf)
-    ekfac = compute_influence(model, data, qbatch, icfg)
+    ekfac = compute_influence(model, data, qbatch, icfg, cpu=on_cpu)
     t_ekfac = time.perf_counter() - t1
     progress("influence", 1, n_inf)
     t2 = time.perf_counter()
-    graddot = gradient_dot_scores(model, data, qbatch, icfg)
+    graddot = gradient_dot_scores(model, data, qbatch, icfg, cpu=on_cpu)
     t_graddot = time.perf_counter() - t2
     progress("influence", 2, n_inf)
     # control: the EK-FAC factors of another model (same architecture, another seed, untrained)
-    other = build_lm(len(tok), cfg.lm, seed=seed + 1000)
-    foreign = compute_influence(model, data, qbatch, icfg, factors_from=other)
+    other = build_lm(len(tok), cfg.lm, seed=seed + 1000, device=dev)
+    foreign = compute_influence(model, data, qbatch, icfg, factors_from=other, cpu=on_cpu)
     # positive control (epoch 0): the same untrained model's own EK-FAC influence on the same
     # queries, where the completions' shared wording still carries most of the loss
-    init = compute_influence(other, data, qbatch, icfg)
+    init = compute_influence(other, data, qbatch, icfg, cpu=on_cpu)
     progress("influence", 4, n_inf)
     damped = {}
     for i, scale in enumerate(cfg.damping_sweep):  # report only: lambda = scale x mean eigenvalue
-        damped[f"ekfac_damp{scale:g}"] = compute_influence(model, data, qbatch, icfg, damping_scale=scale)
+        damped[f"ekfac_damp{scale:g}"] = compute_influence(
+            model, data, qbatch, icfg, damping_scale=scale, cpu=on_cpu
+        )
         progress("influence", 5 + i, n_inf)
     tfidf = tfidf_scores(texts, corpus.texts)
     permuted = permute_per_query(ekfac.scores, seed)
@@ -373,7 +405,9 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
     }
     # Where the reasoning completions' loss sits: on number tokens or on the (shared) format words.
     reas_rows = np.flatnonzero(np.isin(groups, _MAIN_TASKS))
-    tok_nll = completion_token_nll(model, {k: v[reas_rows] for k, v in qbatch.items()}).double()  # [R, T-1]
+    tok_nll = (
+        completion_token_nll(model, {k: v[reas_rows] for k, v in qbatch.items()}).double().cpu()
+    )  # [R, T-1]
     targets = qbatch["input_ids"][reas_rows, 1:]
     numeric = torch.tensor([[tok.convert_ids_to_tokens(int(t)).isdigit() for t in row] for row in targets])
     world["reasoning_number_nats_share"] = float(tok_nll[numeric].sum() / tok_nll.sum().clamp_min(1e-12))
@@ -387,7 +421,7 @@ def run(cfg: ClaimConfig, *, seed: int, device: str = "cpu", progress: ProgressF
             [np.flatnonzero(garr == g)[: cfg.oracle_queries] for g in ("factual", *_MAIN_TASKS)]
         )
         rankings = {"ekfac": ekfac.scores, "graddot": graddot.scores, "flipped": flipped}
-        deltas = _oracle(cfg, model, ckpt, data, qbatch, rankings, rows, seed, progress)
+        deltas = _oracle(cfg, model, ckpt, data, qbatch, rankings, rows, seed, progress, dev)
         for arm in ("ekfac", "graddot", "flipped", "random"):
             d = deltas[arm]
             metrics.setdefault(arm, {})["oracle_delta"] = float(d.mean())

@@ -10,6 +10,11 @@ eigenvalues (``Analyzer.fit_all_factors``) and the pairwise scores
 (``Analyzer.compute_pairwise_scores``). This module only wires the data in, passes the damping
 explicitly, keeps kronfluence's files in a cache folder keyed by a content hash (never the working
 directory) and reads the scores back.
+
+Devices: kronfluence runs on the CPU (``cpu=True``) or on its default accelerator (``cpu=False``,
+e.g. the first GPU); it moves the model there itself, and :func:`compute_influence` moves the
+model back to where it was on return. The documents and queries may stay on the CPU: kronfluence
+sends every batch to its device.
 """
 
 from __future__ import annotations
@@ -195,8 +200,11 @@ def _as_tensors(batch: object, what: str) -> dict[str, torch.Tensor]:
     return {k: torch.stack([torch.as_tensor(r[k]) for r in rows]) for k in rows[0]}
 
 
-def _unwrap(model: torch.nn.Module, requires_grad: dict[str, bool], training: bool) -> None:
-    """Undo ``prepare_model`` in place: put every wrapped module back and restore the flags.
+def _unwrap(
+    model: torch.nn.Module, requires_grad: dict[str, bool], training: bool, device: torch.device
+) -> None:
+    """Undo ``prepare_model`` in place: put every wrapped module back, restore the flags and move
+    the model back to ``device`` (kronfluence moves it to its own device).
 
     kronfluence wraps each tracked ``nn.Linear`` in a ``TrackedModule`` that holds the original
     module (same parameters, no copy) and carries all of kronfluence's hooks, so swapping the
@@ -212,6 +220,23 @@ def _unwrap(model: torch.nn.Module, requires_grad: dict[str, bool], training: bo
     for name, param in model.named_parameters():
         param.requires_grad_(requires_grad.get(name, True))
     model.train(training)
+    model.to(device)
+
+
+def _use_kronfluence_device(cpu: bool) -> None:
+    """Make kronfluence's process-wide device state follow ``cpu``.
+
+    kronfluence keeps its device in a singleton (``kronfluence.utils.state.State``) that the first
+    ``Analyzer`` of the process fixes; a later ``Analyzer(cpu=...)`` with the other value would
+    silently keep the first device. Outside a distributed launch the state is reset when it
+    disagrees.
+    """
+    from kronfluence.utils.state import State
+
+    state = State(cpu=cpu)
+    if state.cpu != cpu and not state.use_distributed:
+        State._reset_state()
+        State(cpu=cpu)
 
 
 def _damp_factor_files(src: Path, dst: Path, scale: float) -> None:
@@ -256,7 +281,8 @@ def compute_influence(
 
     The model is prepared by kronfluence in place (its tracked ``nn.Linear`` layers are wrapped and
     every parameter frozen) and restored when this returns, also on an error: nothing is copied.
-    Do not use the model from another thread meanwhile.
+    kronfluence moves it to its device (see ``cpu``) while it runs; it is moved back to its own
+    device on return, as is ``factors_from``. Do not use the model from another thread meanwhile.
 
     Args:
         model: the trained causal LM.
@@ -273,7 +299,8 @@ def compute_influence(
         damping_scale: damping as this multiple of each module's mean eigenvalue (EK-FAC only;
             None = ``cfg.damping_factor``, whose None is kronfluence's 0.1 x mean eigenvalue).
         factor_documents: documents to fit the factors on (default: ``documents``).
-        cpu: run kronfluence on the CPU (False: its default device, e.g. a GPU at paper scale).
+        cpu: run kronfluence on the CPU (False: its default device, the first GPU when one is
+            visible). The model, documents and queries may live on any device either way.
 
     Returns:
         The :class:`InfluenceResult` (scores [Q, D], positive = helpful).
@@ -316,6 +343,7 @@ def compute_influence(
     root = cache_root(cfg.cache_dir)
     cached = root / f"scores_{key}.npz"
     device = next(model.parameters()).device
+    source_device = next(source_model.parameters()).device
     nats = completion_nll(model, {k: v.to(device) for k, v in query_tensors.items()}).double().cpu().numpy()
     if cached.exists():
         with np.load(cached) as z:
@@ -323,6 +351,7 @@ def compute_influence(
 
     task = CausalLMInfluenceTask(tracked, sample_seed=cfg.sample_seed)
     logging.getLogger("kronfluence").setLevel(logging.WARNING)
+    _use_kronfluence_device(cpu)
     n_fit = min(cfg.factor_max_examples, len(fit_ds))
     factor_args = FactorArguments(
         strategy=cfg.strategy,
@@ -363,7 +392,7 @@ def compute_influence(
             overwrite_output_dir=False,  # the name carries the content hash, so a hit is a true hit
         )
     finally:
-        _unwrap(source_model, flags, training)
+        _unwrap(source_model, flags, training, source_device)
     if shuffle_factors:
         shuffled = f"{factors_name}_shuffled"
         _shuffle_factor_files(
@@ -396,7 +425,7 @@ def compute_influence(
         )
         scores = analyzer.load_pairwise_scores(scores_name)["all_modules"].double().cpu().numpy()
     finally:
-        _unwrap(model, flags, training)
+        _unwrap(model, flags, training, device)
     if not np.isfinite(scores).all():
         raise ValueError("kronfluence returned non-finite influence scores")
     shutil.rmtree(analyzer.scores_output_dir(scores_name), ignore_errors=True)

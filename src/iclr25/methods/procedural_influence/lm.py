@@ -8,6 +8,11 @@ Training is replayable: the batch order of every epoch is a function of the seed
 :func:`train_lm` can return the model and optimiser state at the start of a late epoch. The
 leave-k-out oracle restarts there and replays the same batches with some documents' loss weight set
 to zero, so removing documents is the only difference from the original run.
+
+Devices: the model is built on the CPU (seeded) and moved; :func:`train_lm` trains on
+``device`` (default: where the model already is) and moves each batch there; the NLL and greedy
+helpers feed their tensors to the model's device. Batch orders come from numpy generators, so a
+run's batches do not depend on the device.
 """
 
 from __future__ import annotations
@@ -44,17 +49,21 @@ __all__ = [
 ]
 
 
-def build_lm(vocab_size: int, cfg: object, *, seed: int) -> torch.nn.Module:
+def build_lm(
+    vocab_size: int, cfg: object, *, seed: int, device: torch.device | str | None = None
+) -> torch.nn.Module:
     """The Llama-style tiny LM of the claim (``nn.Linear`` layers only, tied embeddings).
 
     Args:
         vocab_size: tokenizer size.
         cfg: an :class:`~iclr25.methods.procedural_influence.config.LMConfig`.
         seed: initialisation seed.
+        device: where to put the model (None: the CPU). The weights are always drawn on the
+            CPU, so a seed gives the same initial model on every device.
     """
     from iclr25.common.tiny_lm import build_tiny_lm
 
-    return build_tiny_lm(
+    model = build_tiny_lm(
         "llama",
         vocab_size=vocab_size,
         n_layer=cfg.n_layer,
@@ -64,6 +73,11 @@ def build_lm(vocab_size: int, cfg: object, *, seed: int) -> torch.nn.Module:
         seed=seed,
         attn_implementation="eager",
     )
+    return model if device is None else model.to(device)
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def _ids(tok: object, text: str) -> list[int]:
@@ -132,11 +146,14 @@ def _pad(rows: list[list[int]], n_masked: list[int], context: int, pad: int) -> 
 def _token_nll(
     model: torch.nn.Module, batch: dict[str, torch.Tensor], *, precise: bool = False
 ) -> torch.Tensor:
-    """Per-token next-token NLL, 0 where the label is -100. Shape [B, T-1].
+    """Per-token next-token NLL, 0 where the label is -100. Shape [B, T-1], on the model's device.
 
     ``precise`` takes the softmax in float64, so a near-certain token keeps a positive NLL
-    (in float32 it rounds to exactly 0, and per-nat normalisation would divide by zero).
+    (in float32 it rounds to exactly 0, and per-nat normalisation would divide by zero). The
+    batch is moved to the model's device first.
     """
+    dev = _device_of(model)
+    batch = {k: v.to(dev) for k, v in batch.items()}
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     if precise:
         logits = logits.double()
@@ -147,13 +164,19 @@ def _token_nll(
 
 @torch.no_grad()
 def completion_token_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Per-token ``-log p`` of the labelled tokens (0 elsewhere); entry t scores token t+1. [B, T-1]."""
+    """Per-token ``-log p`` of the labelled tokens (0 elsewhere); entry t scores token t+1. [B, T-1].
+
+    The batch may live anywhere: it is moved to the model's device, where the result stays.
+    """
     return _token_nll(model, batch, precise=True)
 
 
 @torch.no_grad()
 def completion_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``-log p(c | p)`` per row: the summed NLL of the labelled tokens (float64). Shape [B]."""
+    """``-log p(c | p)`` per row: the summed NLL of the labelled tokens (float64). Shape [B].
+
+    The batch may live anywhere: it is moved to the model's device, where the result stays.
+    """
     return _token_nll(model, batch, precise=True).sum(1)
 
 
@@ -182,6 +205,7 @@ def train_lm(
     checkpoint_epoch: int | None = None,
     on_epoch: Callable[[int, torch.nn.Module], None] | None = None,
     progress: ProgressFn = no_progress,
+    device: torch.device | str | None = None,
 ) -> tuple[list[float], Checkpoint | None]:
     """Train on the encoded corpus with AdamW, linear warm-up and cosine decay to 10 % (in place).
 
@@ -196,14 +220,20 @@ def train_lm(
         on_epoch: called as ``on_epoch(epoch, model)`` after every epoch (e.g. a validation
             loss); the model is in ``eval()`` mode during the call and back in ``train()`` after.
         progress: progress callback.
+        device: where to train: the model is moved there (in place) and every batch with it
+            (None: where the model already is). ``data`` may stay on the CPU.
 
     Returns:
-        Mean training loss per epoch, and the checkpoint (or None).
+        Mean training loss per epoch, and the checkpoint (or None); the checkpoint's tensors live
+        on the training device.
     """
     n = len(data["input_ids"])
     steps_per_epoch = math.ceil(n / cfg.batch_size)
     total = cfg.epochs * steps_per_epoch
     warmup = max(1, total // 20)
+    if device is not None:
+        model.to(device)
+    dev = _device_of(model)
 
     def lr_at(step: int) -> float:
         if step < warmup:
@@ -231,10 +261,10 @@ def train_lm(
             for g in opt.param_groups:
                 g["lr"] = lr_at(epoch * steps_per_epoch + i)
             width = int(data["attention_mask"][idx].sum(1).max())  # trim shared right padding
-            batch = {k: v[idx, :width] for k, v in data.items()}
+            batch = {k: v[idx, :width].to(dev) for k, v in data.items()}
             nll = _token_nll(model, batch)  # [B, T-1]
             n_tok = (batch["labels"][:, 1:] != -100).sum()
-            loss = (nll.sum(1) * keep[idx]).sum() / n_tok  # removed documents weigh zero
+            loss = (nll.sum(1) * keep[idx].to(dev)).sum() / n_tok  # removed documents weigh zero
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -252,11 +282,13 @@ def train_lm(
 
 @torch.no_grad()
 def greedy_complete(model: torch.nn.Module, tok: object, prompt: str, *, max_new: int, context: int) -> str:
-    """The model's greedy completion of a prompt, up to ``<eos>`` (not included)."""
+    """The model's greedy completion of a prompt, up to ``<eos>`` (not included); the model may
+    live on any device."""
+    dev = _device_of(model)
     ids = [tok.bos_token_id, *_ids(tok, prompt)]
     out: list[int] = []
     while len(out) < max_new and len(ids) < context:
-        logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        logits = model(input_ids=torch.tensor([ids], device=dev)).logits[0, -1]
         nxt = int(logits.argmax())
         if nxt == tok.eos_token_id:
             break

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.common import rng
+
 __all__ = ["CausalLMInfluenceTask", "resolve_tracked_modules"]
 
 _MLP_NAMES = re.compile(
@@ -126,12 +128,17 @@ class CausalLMInfluenceTask(_task_base()):
     def sample_labels(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Targets drawn from the model's detached predictive distribution; -100 stays -100.
 
+        The draw comes from the task's CPU generator wherever the logits live (the
+        probabilities are copied to the CPU for it and the draw is moved back to the logits'
+        device), so kronfluence may run on a GPU with the same seeded stream.
+
         Shape:
             logits [B, T, V], labels [B, T] -> [B, T] (position t+1 holds the draw at position t).
         """
         with torch.no_grad():
             probs = torch.softmax(logits.detach().float(), dim=-1)  # [B, T, V]
-            drawn = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=self.generator)
+            flat = probs.reshape(-1, probs.shape[-1])  # [B*T, V]
+            drawn = rng.multinomial(flat, 1, generator=self.generator)  # [B*T, 1]
             drawn = drawn.reshape(labels.shape)  # [B, T]
             sampled = torch.full_like(labels, -100)
             sampled[:, 1:] = drawn[:, :-1]  # the label of position t+1 is predicted at position t
