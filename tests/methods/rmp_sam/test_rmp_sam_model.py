@@ -215,8 +215,8 @@ def test_key_map_round_trips_with_mmdet_style_names() -> None:
     model = _model()
     state = model.state_dict()
     official = to_official_state_dict(state)
-    assert "panoptic_head.transformer_decoder.0.kernel_update_conv.dynamic_layer.weight" in official
-    assert "neck.deconv_layers.0.dcn.conv_offset.weight" in official
+    assert "panoptic_head.mask_heads.0.kernel_update.dynamic_layer.weight" in official
+    assert "neck.deconv.deform_conv1.dcn_offset.weight" in official
     back = from_official_state_dict(official, state)
     assert set(back) == set(state) and all(torch.equal(back[k], state[k]) for k in state)
     fresh = _model()

@@ -13,7 +13,11 @@ from iclr25.methods.rmp_sam.baselines import (
     decoder_flops,
     decoder_latency,
 )
-from iclr25.methods.rmp_sam.checkpoint import from_official_state_dict, to_official_state_dict
+from iclr25.methods.rmp_sam.checkpoint import (
+    from_official_state_dict,
+    official_key_report,
+    to_official_state_dict,
+)
 from iclr25.methods.rmp_sam.config import (
     ClaimConfig,
     LossConfig,
@@ -94,6 +98,7 @@ __all__ = [
     "link_clips",
     "match_cost",
     "noc",
+    "official_key_report",
     "panoptic_inference",
     "panoptic_quality",
     "panoptic_targets",
