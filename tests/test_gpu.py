@@ -144,17 +144,46 @@ def test_hessian_distill_data_move_as_one() -> None:
 
 
 def _trainers() -> list[tuple[str, Callable[..., Any]]]:
+    from iclr25.methods.comet import COMETClassifier, train_mlp
+    from iclr25.methods.ditto import DittoTrainer
+    from iclr25.methods.ditto.base import train_base
     from iclr25.methods.gense.codec import train_codec
     from iclr25.methods.gense.lm import train_lm
     from iclr25.methods.gense.pipeline import GenSE
     from iclr25.methods.gense.semantic import train_phone_ctc
     from iclr25.methods.hessian_distill import DistillTrainer, train_teacher
     from iclr25.methods.hessian_distill.teachers import TorchTeacher
+    from iclr25.methods.invmsafold import train_ifar, train_invmsafold
+    from iclr25.methods.pal import PALEstimator
+    from iclr25.methods.pal.baselines import MLPRewardModel, UnconstrainedIdealPoint
+    from iclr25.methods.procedural_influence import build_lm
+    from iclr25.methods.procedural_influence import train_lm as train_influence_lm
     from iclr25.methods.rmp_sam import co_train
+    from iclr25.methods.scope_gen.text import ReportTask
+    from iclr25.methods.vie_dm.ar_speaker import train_ar_speaker
+    from iclr25.methods.vie_dm.listener import train_listener
+    from iclr25.methods.vie_dm.model import train_viedm
+    from iclr25.methods.vie_dm.visual import pretrain_encoder
     from iclr25.methods.wicked_oddities.surrogate import train_ood_surrogate, train_simclr_encoder
     from iclr25.methods.wicked_oddities.victim import train_victim
 
     return [
+        ("comet.train_mlp", train_mlp),
+        ("comet.COMETClassifier", COMETClassifier.__init__),
+        ("ditto.DittoTrainer", DittoTrainer.__init__),
+        ("ditto.train_base", train_base),
+        ("invmsafold.train_invmsafold", train_invmsafold),
+        ("invmsafold.train_ifar", train_ifar),
+        ("pal.PALEstimator", PALEstimator.__init__),
+        ("pal.MLPRewardModel", MLPRewardModel.__init__),
+        ("pal.UnconstrainedIdealPoint", UnconstrainedIdealPoint.__init__),
+        ("procedural_influence.build_lm", build_lm),
+        ("procedural_influence.train_lm", train_influence_lm),
+        ("scope_gen.ReportTask.train_generator", ReportTask.train_generator),
+        ("vie_dm.train_viedm", train_viedm),
+        ("vie_dm.train_listener", train_listener),
+        ("vie_dm.train_ar_speaker", train_ar_speaker),
+        ("vie_dm.pretrain_encoder", pretrain_encoder),
         ("hessian_distill.DistillTrainer", DistillTrainer.__init__),
         ("hessian_distill.train_teacher", train_teacher),
         ("hessian_distill.TorchTeacher", TorchTeacher.__init__),
