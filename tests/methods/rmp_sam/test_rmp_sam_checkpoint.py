@@ -7,7 +7,9 @@ mmdet's ``ResNet`` (``BasicBlock``/``Bottleneck``), ``seg/models/necks/ramsam_ne
 with the options of ``configs/rap_sam/rap_sam_r50_12e_adaptor.py`` (cosine classifier, kernel
 updates in the stages and in the object adapter, attention in the prompt adapter). The official
 head fixes C = 256 in places (``KernelUpdator(256, 256, 256)``, ``LayerNorm(256)``); for a tiny
-model those widths are C.
+model those widths are C. Two layouts of ours: the default one (its own neck widths and adapter
+heads; a load leaves named parts out) and ``RMPSAMConfig.official_layout()`` (the ``r50()`` preset;
+the released state dict loads strictly and the modules compute what the released ones do).
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torchvision.ops import deform_conv2d
 
 from iclr25.methods.rmp_sam import (
     RMPSAM,
     RMPSAMConfig,
     build_backbone,
+    convnext_l,
     from_official_state_dict,
     official_key_report,
+    r18,
     r50,
     to_official_state_dict,
 )
@@ -360,18 +366,34 @@ def test_timm_resnet_names_are_mmdet_resnet_names(depth: int) -> None:
     assert set(out) == set(ref) and len(official) == len(ref)
 
 
-def test_released_r50_layout_what_loads_and_what_does_not() -> None:
+# the layout switches at the values of this package's own layout (RMPSAMConfig's defaults)
+OUR_LAYOUT = {
+    "neck_widths": "uniform",
+    "neck_output_relu": True,
+    "head_bias": True,
+    "iou_from": "query",
+    "adapter_heads": "mlp",
+    "prompt_type_rows": 3,
+}
+
+
+def _released_r50() -> dict[str, torch.Tensor]:
     """The released R50 model (C = 256, 100 queries, 3 stages, FFN 2048, 768-d class embeddings of
-    the ConvNeXt-L CLIP text tower, 133 COCO classes) against ``r50()`` with those embeddings."""
-    cfg = r50().replace(embed_dim=768)
-    with torch.device("meta"):
-        model = RMPSAM(cfg, class_embed=torch.zeros(133, 1, 768))
-    ref = model.state_dict()
-    official = _meta(
+    the ConvNeXt-L CLIP text tower, 133 COCO classes), on the meta device."""
+    return _meta(
         official_resnet(50)
         | official_neck([256, 512, 1024, 2048], 128, 256)
         | official_head(256, num_queries=100, num_stages=3, ffn=2048, cls_dim=768)
     )
+
+
+def test_released_r50_layout_what_loads_and_what_does_not() -> None:
+    """The released R50 layout against ``r50()`` switched to this package's own module layout."""
+    cfg = r50().replace(**OUR_LAYOUT)
+    with torch.device("meta"):
+        model = RMPSAM(cfg, class_embed=torch.zeros(133, 1, 768))
+    ref = model.state_dict()
+    official = _released_r50()
     report = official_key_report(official, ref)
     assert set(report["unused"]) == LEFTOVERS
     assert set(report["missing"]) == {k for k in ref if k.startswith(NO_COUNTERPART[1:])}
@@ -392,3 +414,265 @@ def test_released_r50_layout_what_loads_and_what_does_not() -> None:
     # one official tensor per tensor of ours, but for the implied ones (6 zero biases, the pixel
     # statistics) and the class embeddings, which the checkpoint does not hold
     assert len(ref) - len(report["missing"]) - 9 == len(official) - len(LEFTOVERS)
+
+
+# ---------------------------------------------------------------- the official layout
+def test_layout_switches_default_to_ours_and_the_presets_to_the_released_layout() -> None:
+    assert {k: getattr(RMPSAMConfig(), k) for k in OUR_LAYOUT} == OUR_LAYOUT
+    official = RMPSAMConfig().official_layout()
+    assert all(getattr(official, k) != v for k, v in OUR_LAYOUT.items())
+    for preset in (r18(), r50(), convnext_l()):
+        assert preset == preset.official_layout() and preset.embed_dim == 768
+    assert r50().replace(**OUR_LAYOUT) == RMPSAMConfig(
+        num_things=80,
+        num_stuff=53,
+        backbone="resnet50",
+        channels=256,
+        agg_channels=128,
+        num_queries=100,
+        num_stages=3,
+        num_heads=8,
+        ffn_dim=2048,
+        class_head="cosine",
+        embed_dim=768,
+    )
+    for bad in ({"neck_widths": "half"}, {"iou_from": "both"}, {"adapter_heads": "x"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            RMPSAMConfig(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prompt_type_rows"):
+        RMPSAMConfig(prompt_type_rows=4)
+    with pytest.raises(ValueError, match="halves the backbone widths"):
+        RMPSAMConfig(backbone_channels=(1, 32, 64, 128), neck_widths="official")
+
+
+def test_released_r50_layout_loads_strictly_into_r50() -> None:
+    with torch.device("meta"):
+        model = RMPSAM(r50(), class_embed=torch.zeros(133, 1, 768))
+    ref = model.state_dict()
+    official = _released_r50()
+    assert official_key_report(official, ref) == {"missing": [], "mismatched": [], "unused": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing dropped on either side
+        loaded = from_official_state_dict(official, ref)
+    result = model.load_state_dict(loaded, strict=True)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    # one official tensor per tensor of ours, but for the pixel statistics of the released
+    # preprocessing and the class embeddings (not in the checkpoint): nothing is invented
+    assert set(ref) - {"pixel_mean", "pixel_std", "class_embed"} == {
+        k for k in ref if _official_name_of(k) in official
+    }
+    assert len(ref) == len(official) + 3
+    assert set(to_official_state_dict(ref)) == set(official) | {"pixel_mean", "pixel_std", "class_embed"}
+
+
+def _official_name_of(ours: str) -> str:
+    return next(iter(to_official_state_dict({ours: torch.zeros(1)})))
+
+
+# backbone levels of distinct widths, so the neck's levels are c_i / 2 = 32, 64, 128, 256 wide
+# (ResNet-18), unlike C; a real (small) ResNet, so that every tensor of the model has an official one
+TINY_OFFICIAL = RMPSAMConfig(
+    backbone="resnet18",
+    channels=C,
+    agg_channels=AGG,
+    num_queries=QUERIES,
+    num_stages=STAGES,
+    ffn_dim=FFN,
+    class_head="cosine",
+    embed_dim=EMBED,
+).official_layout()
+
+
+def _tiny_official_pair() -> tuple[RMPSAM, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    model = RMPSAM(TINY_OFFICIAL).eval()
+    shapes = (
+        official_resnet(18)
+        | official_neck([64, 128, 256, 512], AGG, C)
+        | official_head(C, num_queries=QUERIES, num_stages=STAGES, ffn=FFN, cls_dim=EMBED)
+    )
+    official = _fill(shapes, seed=1)
+    for k in official:
+        if k.startswith("backbone.") and k.endswith(".weight") and official[k].ndim == 4:
+            official[k] = official[k] * 0.3  # keeps the random ResNet's activations moderate
+    return model, official
+
+
+def test_tiny_official_state_dict_loads_strictly_and_runs() -> None:
+    model, official = _tiny_official_pair()
+    ref = model.state_dict()
+    assert official_key_report(official, ref) == {"missing": [], "mismatched": [], "unused": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = from_official_state_dict(official, ref)
+    model.load_state_dict(loaded, strict=True)
+    state = model.state_dict()
+    pairs = {
+        "neck.lateral.0.weight": "neck.deconv.lateral_conv3.weight",  # (32, 64): c_1 / 2 wide
+        "neck.td.0.0.conv.weight": "neck.deconv.deform_conv1.dcn.weight",  # 256 -> 128
+        "neck.agg.0.weight": "neck.deconv.conv_a5.weight",  # reads 256 channels
+        "stages.1.cls.pre.0.weight": "panoptic_head.mask_heads.1.cls_fcs.0.weight",
+        "stages.0.mask_head.0.weight": "panoptic_head.mask_heads.0.mask_fcs.0.weight",
+        "prompt_encoder.pb_embed.weight": "panoptic_head.pb_embedding.weight",
+        "object_adapter.cls_fc.weight": "panoptic_head.panoptic_cls.0.weight",
+        "object_adapter.cls_fc.bias": "panoptic_head.panoptic_cls.0.bias",
+        "prompt_adapter.iou_fc.weight": "panoptic_head.prompt_iou.weight",
+        "prompt_adapter.iou_fc.bias": "panoptic_head.prompt_iou.bias",
+    }
+    for ours, off in pairs.items():
+        assert torch.equal(state[ours], official[off]), ours
+    assert "stages.0.cls.pre.0.bias" not in state and "stages.1.mask_head.0.bias" not in state
+    # the way back gives the official state dict (plus our buffers outside the checkpoint)
+    back = to_official_state_dict(state)
+    assert set(back) == set(official) | {"pixel_mean", "pixel_std", "class_embed"}
+    assert all(torch.equal(back[k], official[k]) for k in official)
+
+    with torch.no_grad():
+        pan = model(torch.rand(2, 3, 32, 32), task="panoptic")
+        clicks = model(
+            torch.rand(1, 3, 32, 32), task="interactive", prompts={"points": torch.tensor([[[5.5, 9.5]]])}
+        )
+        boxes = model(
+            torch.rand(1, 3, 32, 32),
+            task="interactive",
+            prompts={"boxes": torch.tensor([[[2.0, 3.0, 20.0, 30.0], [0.0, 0.0, 8.0, 8.0]]])},
+        )
+    assert pan["logits"].shape == (2, QUERIES, 7) and pan["masks"].shape == (2, QUERIES, 8, 8)
+    assert clicks["masks"].shape == (1, 1, 8, 8) and boxes["iou"].shape == (1, 2)
+    for out in (pan, clicks, boxes):
+        assert all(bool(torch.isfinite(out[k]).all()) for k in ("logits", "masks", "iou"))
+
+
+def _lin(x: torch.Tensor, sd: dict[str, torch.Tensor], p: str) -> torch.Tensor:
+    return F.linear(x, sd[f"{p}.weight"], sd.get(f"{p}.bias"))
+
+
+def _conv2d(x: torch.Tensor, sd: dict[str, torch.Tensor], p: str, padding: int = 0) -> torch.Tensor:
+    return F.conv2d(x, sd[f"{p}.weight"], sd.get(f"{p}.bias"), padding=padding)
+
+
+def _official_neck(sd: dict[str, torch.Tensor], feats: list[torch.Tensor]) -> torch.Tensor:
+    """``YOSONeck`` at inference, written from its module code: laterals from stride 32 down, each
+    ``DeformLayer`` (modulated DCN + BN + ReLU, stride-2 transposed conv + BN + ReLU) added to the
+    next lateral, the four levels projected and upsampled by a scale factor, summed with the bias,
+    a 3x3 ``output_conv`` without ReLU, coordinates (x, y) and ``loc_conv``."""
+    d = "neck.deconv"
+
+    def bn(x: torch.Tensor, p: str) -> torch.Tensor:
+        stats = (sd[f"{p}.running_mean"], sd[f"{p}.running_var"], sd[f"{p}.weight"], sd[f"{p}.bias"])
+        return F.batch_norm(x, *stats, training=False, eps=1e-5)
+
+    def deform_layer(x: torch.Tensor, p: str) -> torch.Tensor:
+        o1, o2, m = _conv2d(x, sd, f"{p}.dcn_offset", 1).chunk(3, dim=1)
+        x = deform_conv2d(x, torch.cat([o1, o2], 1), sd[f"{p}.dcn.weight"], padding=1, mask=m.sigmoid())
+        x = F.relu(bn(x, f"{p}.dcn_bn"))
+        x = F.conv_transpose2d(x, sd[f"{p}.up_sample.weight"], stride=2, padding=1)
+        return F.relu(bn(x, f"{p}.up_bn"))
+
+    x5 = _conv2d(feats[3], sd, f"{d}.lateral_conv0")
+    x4 = _conv2d(feats[2], sd, f"{d}.lateral_conv1") + deform_layer(x5, f"{d}.deform_conv1")
+    x3 = _conv2d(feats[1], sd, f"{d}.lateral_conv2") + deform_layer(x4, f"{d}.deform_conv2")
+    x2 = _conv2d(feats[0], sd, f"{d}.lateral_conv3") + deform_layer(x3, f"{d}.deform_conv3")
+
+    def up(x: torch.Tensor, s: int) -> torch.Tensor:
+        return F.interpolate(x, scale_factor=s, mode="bilinear", align_corners=False)
+
+    x = up(_conv2d(x5, sd, f"{d}.conv_a5"), 8) + up(_conv2d(x4, sd, f"{d}.conv_a4"), 4)
+    x = x + up(_conv2d(x3, sd, f"{d}.conv_a3"), 2) + _conv2d(x2, sd, f"{d}.conv_a2") + sd[f"{d}.bias"]
+    x = _conv2d(x, sd, f"{d}.output_conv", 1)
+    b, _, h, w = x.shape
+    gy, gx = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
+    coords = torch.stack([gx, gy])[None].expand(b, -1, -1, -1)  # (B, 2, h, w): x, then y
+    return _conv2d(torch.cat([x, coords], 1), sd, "neck.loc_conv")
+
+
+def _official_cosine(emb: torch.Tensor, class_embed: torch.Tensor) -> torch.Tensor:
+    """``exp(4.6052)`` x the max cosine over prototypes, with the zero background token (logit 0)."""
+    cos = torch.einsum("bnd,kpd->bnkp", F.normalize(emb, dim=-1), class_embed).amax(-1)
+    return torch.cat([math.exp(4.6052) * cos, torch.zeros_like(cos[..., :1])], dim=-1)
+
+
+def test_official_layout_computes_what_the_released_modules_compute() -> None:
+    """Neck, stage heads, adapters and prompt encoding of the official layout against the released
+    modules' computation on the same tensors (the shared parts, kernel updates and attention, are
+    mapped by name and unchanged between the layouts)."""
+    model, sd = _tiny_official_pair()
+    model.load_state_dict(from_official_state_dict(sd, model.state_dict()), strict=True)
+    emb = model.class_embed
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    h = "panoptic_head"
+    with torch.no_grad():
+        feats = model.backbone((x - model.pixel_mean) / model.pixel_std)
+        pan = model(x, task="panoptic")
+        ref = _official_neck(sd, feats)
+        f = pan["features"]
+        assert torch.allclose(f, ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+        # each stage's heads read its output query: IoU from the mask branch, bias-free first layers
+        for i, out in enumerate(pan["aux"][:STAGES]):
+            p, q = f"{h}.mask_heads.{i}", out["queries"]
+            mask_feat = F.relu(
+                F.layer_norm(_lin(q, sd, f"{p}.mask_fcs.0"), (C,), *_wb(sd, f"{p}.mask_fcs.1"))
+            )
+            cls_feat = F.relu(F.layer_norm(_lin(q, sd, f"{p}.cls_fcs.0"), (C,), *_wb(sd, f"{p}.cls_fcs.1")))
+            iou = mask_feat
+            cls = cls_feat
+            for j in (0, 2, 4):
+                iou = _lin(iou, sd, f"{p}.iou_embed.{j}")
+                cls = _lin(cls, sd, f"{p}.cls_proj.{j}")
+                if j < 4:
+                    iou, cls = F.relu(iou), F.relu(cls)
+            masks = torch.einsum("bnc,bchw->bnhw", _lin(mask_feat, sd, f"{p}.fc_mask"), f)
+            assert torch.allclose(out["iou"], iou.squeeze(-1), atol=1e-5)
+            assert torch.allclose(out["masks"], masks, atol=1e-4)
+            # (the scale: ours 100, the released exp(4.6052) = 100.003)
+            assert torch.allclose(out["logits"], _official_cosine(cls, emb) / 0.1, rtol=1e-4, atol=1e-3)
+        # object adapter: one Linear to the class embedding, the adapted query is the mask kernel
+        q = pan["aux"][-1]["queries"]
+        assert torch.allclose(
+            pan["logits"], _official_cosine(_lin(q, sd, f"{h}.panoptic_cls.0"), emb), rtol=1e-4, atol=1e-3
+        )
+        assert torch.allclose(pan["masks"], torch.einsum("bnc,bchw->bnhw", q, f), atol=1e-5)
+        # prompts: pos_linear on the (y, x, w, h) codes + pb_embedding row 1 + the mask token
+        boxes = torch.tensor([[[2.0, 3.0, 20.0, 30.0], [4.0, 0.0, 10.0, 6.0], [1.0, 1.0, 7.0, 7.0]]])
+        kinds = torch.tensor([[0, 1, 2]])  # positive point, box, negative point
+        cx, cy = (boxes[0, :, 0] + boxes[0, :, 2]) / 64, (boxes[0, :, 1] + boxes[0, :, 3]) / 64
+        wh = (boxes[0, :, 2:] - boxes[0, :, :2]) / 32
+        codes = _yxwh_codes(torch.stack([cx, cy, wh[:, 0], wh[:, 1]], dim=-1))
+        rows = sd[f"{h}.pb_embedding.weight"][torch.tensor([1, 1, 0])]
+        expected = _lin(codes, sd, f"{h}.pos_linear") + rows + sd[f"{h}.mask_tokens.weight"]
+        assert torch.allclose(model.encode_prompts(boxes, kinds, 32, 32)[0], expected, atol=1e-5)
+        # prompt adapter: one Linear for the IoU, the adapted query is the mask kernel
+        inter = model(x, task="interactive", prompts={"boxes": boxes})
+        q = inter["aux"][-1]["queries"]
+        assert torch.allclose(inter["iou"], _lin(q, sd, f"{h}.prompt_iou").squeeze(-1), atol=1e-5)
+        assert torch.allclose(inter["masks"], torch.einsum("bnc,bchw->bnhw", q, inter["features"]), atol=1e-5)
+
+
+def _wb(sd: dict[str, torch.Tensor], p: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return sd[f"{p}.weight"], sd[f"{p}.bias"]
+
+
+def test_official_layout_names_a_missing_or_reshaped_released_tensor() -> None:
+    model, official = _tiny_official_pair()
+    ref = model.state_dict()
+    gone = dict(official)
+    del gone["panoptic_head.prompt_iou.bias"]
+    with pytest.raises(
+        KeyError, match=re.escape("['prompt_adapter.iou_fc.bias (official panoptic_head.prompt_iou.bias)']")
+    ):
+        from_official_state_dict(gone, ref)
+    # a neck written with C-wide levels (this package's default) does not fit the official layout
+    uniform = {**official, "neck.deconv.lateral_conv0.weight": torch.zeros(C, 512, 1, 1)}
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"neck.lateral.3.weight <- neck.deconv.lateral_conv0.weight: ({C}, 512, 1, 1) != (256,"
+        ),
+    ):
+        from_official_state_dict(uniform, ref)
+    # a 3-row type embedding (this package's default) has no place in the official layout
+    extra = {**official, "prompt_encoder.type_embed.weight": torch.zeros(3, C)}
+    with pytest.warns(
+        UserWarning, match=re.escape("1 official tensors are dropped: ['prompt_encoder.type_embed")
+    ):
+        from_official_state_dict(extra, ref)

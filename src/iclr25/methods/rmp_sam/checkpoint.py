@@ -14,22 +14,34 @@ stride 32 down, ``deconv.deform_conv1``-``3`` with a sibling offset/mask conv ``
 ``prompt_attn.attn``/``prompt_norm``/``prompt_iou``), ``seg/models/heads/yoso_head.py``
 (``CrossAttenHead``, K-Net's ``KernelUpdator``) and ``configs/rap_sam/rap_sam_r50_12e_adaptor.py``
 (the model of ``rapsam_r50_12e.pth``, evaluated by ``configs/rap_sam/eval_rap_sam_coco.py`` with
-133 COCO classes). What does not carry over, named by
-:func:`official_key_report` and by the warning of :func:`from_official_state_dict`:
+133 COCO classes).
+
+Two module layouts. With :meth:`~iclr25.methods.rmp_sam.config.RMPSAMConfig.official_layout` (the
+``r18()`` / ``r50()`` presets) the modules have the released structure: the neck gives level i
+``c_i / 2`` channels and has no ReLU after ``output_conv``, the first class / mask layers have no
+bias, the IoU head reads the mask branch, the object adapter's class head is one Linear
+(``object_adapter.cls_fc`` <-> ``panoptic_cls.0``), the prompt adapter's IoU head one Linear
+(``prompt_adapter.iou_fc`` <-> ``prompt_iou``), neither adapter has a mask head, and the prompt
+type embedding has 2 rows (``prompt_encoder.pb_embed`` <-> ``pb_embedding``). Every tensor of the
+released R50 state dict then has a parameter of the same shape and every parameter a value: a
+strict load leaves nothing out. In the default layout (``RMPSAMConfig()``) these parts differ;
+what does not carry over is named by :func:`official_key_report` and by the warning of
+:func:`from_official_state_dict`:
 
 - no counterpart: a ``convnet`` backbone, the prompt type embedding (3 kinds here; the official
   ``pb_embedding`` has 2 rows and the released pipeline uses row 1 for points and boxes alike), the
   adapters' mask heads, the object adapter's class head (official: one Linear, ``panoptic_cls``) and
   the prompt adapter's IoU MLP (official: one Linear, ``prompt_iou``);
 - shapes: the official neck's laterals give each level ``c_i / 2`` channels, ours give C to every
-  level, so at ResNet-50 most neck tensors do not fit; the released class embeddings are 768-d;
+  level, so at ResNet-50 most neck tensors do not fit; the released class embeddings are 768-d
+  (``embed_dim``; the paper-scale presets set 768);
 - computation under the same names: the official IoU head reads the mask branch (after
-  ``mask_fcs``), ours reads the query; the official ``output_conv`` has no ReLU. As here, the
-  stages divide the class logits by 0.1 and the object adapter does not.
+  ``mask_fcs``), ours reads the query; the official ``output_conv`` has no ReLU. In both layouts
+  the stages divide the class logits by 0.1 and the object adapter does not.
 
 Layouts converted: ``pos_linear`` takes the sine codes in the order (y, x, w, h) (mmdet's
 ``coordinate_to_encoding``), ours (x, y, w, h); ``mask_tokens.weight`` is (1, C). Values implied:
-the zero biases of the official bias-free ``cls_fcs.0``/``mask_fcs.0``, and the released
+the zero biases of the official bias-free ``cls_fcs.0``/``mask_fcs.0`` (default layout only), and the released
 preprocessing (ImageNet mean and std) as ``pixel_mean``/``pixel_std``. The class embeddings are not
 in the checkpoint (the official code reads them from a separate file): pass them to the model.
 """
@@ -103,6 +115,7 @@ KEY_RULES: tuple[tuple[str, str], ...] = (
     (r"query\.weight", "panoptic_head.kernels.weight"),
     _module(r"prompt_encoder\.proj", "panoptic_head.pos_linear"),
     (r"prompt_encoder\.mask_token", "panoptic_head.mask_tokens.weight"),
+    _module(r"prompt_encoder\.pb_embed", "panoptic_head.pb_embedding"),  # the 2-row type embedding
     # the official cls_fcs.0 / mask_fcs.0 have no bias (ours: implied zero)
     (r"stages\.(?P<i>\d+)\.cls\.pre\.0\.weight", r"panoptic_head.mask_heads.\g<i>.cls_fcs.0.weight"),
     (r"stages\.(?P<i>\d+)\.mask_head\.0\.weight", r"panoptic_head.mask_heads.\g<i>.mask_fcs.0.weight"),
@@ -111,8 +124,11 @@ KEY_RULES: tuple[tuple[str, str], ...] = (
         _module(rf"object_adapter\.update\.{a}", f"panoptic_head.panoptic_attn.{b}")
         for a, b in _KERNEL_UPDATE
     ),
+    # the adapters' single-Linear heads (official layout)
+    _module(r"object_adapter\.cls_fc", "panoptic_head.panoptic_cls.0"),
     _module(r"prompt_adapter\.cross", "panoptic_head.prompt_attn.attn"),
     _module(r"prompt_adapter\.norm", "panoptic_head.prompt_norm"),
+    _module(r"prompt_adapter\.iou_fc", "panoptic_head.prompt_iou"),
 )
 
 _ZERO_BIAS = re.compile(r"stages\.\d+\.(?:cls\.pre|mask_head)\.0\.bias")

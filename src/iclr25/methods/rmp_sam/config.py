@@ -80,6 +80,37 @@ class RMPSAMConfig:
         3.0, doc="a point becomes the box [x-3, y-3, x+3, y+3] in input pixels", source="paper: code"
     )
     mask_threshold: float = param(0.5, doc="sigmoid threshold of hard mask pooling", source="paper: K-Net")
+    # module layout: the defaults are this package's; official_layout() switches to the released one
+    neck_widths: Literal["uniform", "official"] = param(
+        "uniform",
+        doc="neck level widths: C at every level, or half each backbone level's width (c_i / 2)",
+        source="deviation: uniform C; the released neck gives level i c_i / 2 channels",
+    )
+    neck_output_relu: bool = param(
+        True, doc="ReLU after the neck's 3x3 output conv", source="deviation: the released neck has none"
+    )
+    head_bias: bool = param(
+        True,
+        doc="bias in the first Linear of each stage's class and mask branches",
+        source="deviation: the released cls_fcs.0 / mask_fcs.0 have none",
+    )
+    iou_from: Literal["query", "mask"] = param(
+        "query",
+        doc="the stages' IoU MLP reads the query or the mask branch's hidden features (Linear-LN-ReLU)",
+        source="deviation: the released IoU head reads the mask branch",
+    )
+    adapter_heads: Literal["mlp", "official"] = param(
+        "mlp",
+        doc="adapter heads: own mask, class and IoU MLPs, or masks from the adapted query and one Linear "
+        "each for class and IoU",
+        source="deviation: the released adapters have no mask head and one Linear per head",
+    )
+    prompt_type_rows: int = param(
+        3,
+        doc="prompt-type embedding rows: 3 (positive point, box, negative point) or 2 (row 1 for points "
+        "and boxes, row 0 for negative points)",
+        source="deviation: the released embedding has 2 rows and gives every prompt row 1",
+    )
 
     @property
     def num_classes(self) -> int:
@@ -89,6 +120,24 @@ class RMPSAMConfig:
     def replace(self, **kw: object) -> RMPSAMConfig:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **kw)
+
+    def official_layout(self) -> RMPSAMConfig:
+        """A copy with the released code's module layout (neck widths ``c_i / 2`` and no ReLU after its
+        output conv, bias-free first head layers, IoU from the mask branch, single-Linear adapter
+        heads, a 2-row prompt-type embedding), so that a released state dict loads strictly.
+
+        Example:
+            >>> RMPSAMConfig().official_layout().neck_widths
+            'official'
+        """
+        return self.replace(
+            neck_widths="official",
+            neck_output_relu=False,
+            head_bias=False,
+            iou_from="mask",
+            adapter_heads="official",
+            prompt_type_rows=2,
+        )
 
     def __post_init__(self) -> None:
         for name in (
@@ -110,6 +159,19 @@ class RMPSAMConfig:
             raise ValueError(f"backbone_channels must have 4 entries, got {self.backbone_channels}")
         if self.class_head not in ("linear", "cosine"):
             raise ValueError(f"class_head must be 'linear' or 'cosine', got {self.class_head!r}")
+        choices = {
+            "neck_widths": ("uniform", "official"),
+            "iou_from": ("query", "mask"),
+            "adapter_heads": ("mlp", "official"),
+            "prompt_type_rows": (2, 3),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.neck_widths == "official" and min(self.backbone_channels) < 2:
+            raise ValueError(
+                f"neck_widths='official' halves the backbone widths, got {self.backbone_channels}"
+            )
 
 
 @dataclass(frozen=True)
@@ -190,7 +252,9 @@ def tiny() -> RMPSAMConfig:
 
 
 def r18(num_things: int = 80, num_stuff: int = 53) -> RMPSAMConfig:
-    """ResNet-18 paper-scale network (C = 256, 100 queries, 3 stages)."""
+    """ResNet-18 paper-scale network (C = 256, 100 queries, 3 stages) in the released code's module
+    layout (:meth:`RMPSAMConfig.official_layout`), with the 768-d class embeddings of the ConvNeXt-L
+    CLIP text tower that the released models read."""
     return RMPSAMConfig(
         num_things=num_things,
         num_stuff=num_stuff,
@@ -202,18 +266,18 @@ def r18(num_things: int = 80, num_stuff: int = 53) -> RMPSAMConfig:
         num_heads=8,
         ffn_dim=2048,
         class_head="cosine",
-        embed_dim=512,
-    )
+        embed_dim=768,
+    ).official_layout()
 
 
 def r50(num_things: int = 80, num_stuff: int = 53) -> RMPSAMConfig:
-    """ResNet-50 paper-scale network."""
+    """ResNet-50 paper-scale network, the layout of the released ``rapsam_r50_12e.pth``."""
     return r18(num_things, num_stuff).replace(backbone="resnet50")
 
 
 def convnext_l(num_things: int = 80, num_stuff: int = 53) -> RMPSAMConfig:
     """Frozen ConvNeXt-L network (OpenCLIP weights loaded by the caller into the timm model)."""
-    return r18(num_things, num_stuff).replace(backbone="convnext_large", frozen_backbone=True, embed_dim=768)
+    return r18(num_things, num_stuff).replace(backbone="convnext_large", frozen_backbone=True)
 
 
 @dataclass(frozen=True)

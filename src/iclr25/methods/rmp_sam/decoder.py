@@ -13,7 +13,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ClassHead", "DecoderStage", "KernelUpdate", "dynamic_masks", "hard_mask_pool", "mlp"]
+__all__ = [
+    "ClassHead",
+    "DecoderStage",
+    "KernelUpdate",
+    "cosine_logits",
+    "dynamic_masks",
+    "hard_mask_pool",
+    "mlp",
+]
 
 
 def dynamic_masks(kernels: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
@@ -86,17 +94,46 @@ class KernelUpdate(nn.Module):
         return F.relu(self.fc_norm(self.fc(k)))
 
 
+def cosine_logits(h: torch.Tensor, class_embed: torch.Tensor | None, logit_scale: float) -> torch.Tensor:
+    """Scaled cosine of each query embedding against fixed class embeddings, the max over each
+    class's prototypes, and a zero "no object" prototype (its logit is 0).
+
+    Shape:
+        h (B, N, D), class_embed (K, P, D) -> (B, N, K + 1).
+
+    Example:
+        >>> cosine_logits(torch.ones(1, 1, 2), torch.tensor([[[1.0, 0.0]]]), 10.0)
+        tensor([[[7.0711, 0.0000]]])
+    """
+    if class_embed is None:
+        raise ValueError("a cosine class head needs class embeddings (K, P, D)")
+    h = F.normalize(h, dim=-1)
+    cos = torch.einsum("bnd,kpd->bnkp", h, class_embed).amax(-1)  # (B, N, K), max over prototypes
+    zero = torch.zeros_like(cos[..., :1])  # the fixed zero "no object" prototype: logit 0
+    return torch.cat([cos * logit_scale, zero], dim=-1)
+
+
 class ClassHead(nn.Module):
-    """Linear-LN-ReLU, then a learned linear classifier or (``cosine``) a 3-layer MLP, L2 norm and
-    cosine against fixed class embeddings (max over prototypes) with a zero no-object prototype.
+    """Linear-LN-ReLU, then a learned linear classifier or (``cosine``) a 3-layer MLP and
+    :func:`cosine_logits` against fixed class embeddings.
+
+    Args:
+        c: query width C.
+        num_classes: K (without no-object).
+        kind: "linear" or "cosine".
+        embed_dim: class-embedding width (cosine).
+        logit_scale: cosine scale.
+        bias: bias in the first Linear (the released ``cls_fcs.0`` has none).
 
     Shape:
         queries (B, N, C) -> logits (B, N, K + 1); the last column is "no object".
     """
 
-    def __init__(self, c: int, num_classes: int, kind: str, embed_dim: int, logit_scale: float) -> None:
+    def __init__(
+        self, c: int, num_classes: int, kind: str, embed_dim: int, logit_scale: float, *, bias: bool = True
+    ) -> None:
         super().__init__()
-        self.pre = nn.Sequential(nn.Linear(c, c), nn.LayerNorm(c), nn.ReLU(inplace=True))
+        self.pre = nn.Sequential(nn.Linear(c, c, bias=bias), nn.LayerNorm(c), nn.ReLU(inplace=True))
         self.kind = kind
         self.logit_scale = logit_scale
         if kind == "linear":
@@ -108,12 +145,7 @@ class ClassHead(nn.Module):
         h = self.out(self.pre(q))
         if self.kind == "linear":
             return h
-        if class_embed is None:
-            raise ValueError("a cosine class head needs class embeddings (K, P, D)")
-        h = F.normalize(h, dim=-1)
-        cos = torch.einsum("bnd,kpd->bnkp", h, class_embed).amax(-1)  # (B, N, K), max over prototypes
-        zero = torch.zeros_like(cos[..., :1])  # the fixed zero "no object" prototype: logit 0
-        return torch.cat([cos * self.logit_scale, zero], dim=-1)
+        return cosine_logits(h, class_embed, self.logit_scale)
 
 
 class DecoderStage(nn.Module):
@@ -130,6 +162,9 @@ class DecoderStage(nn.Module):
         temperature: class logits are divided by it (cosine head).
         dynamic: run hard mask pooling and the kernel update (False: static kernels).
         threshold: hard-mask threshold.
+        head_bias: bias in the first Linear of the class and mask branches (released: none).
+        iou_from: the IoU MLP reads the query ("query") or the mask branch's hidden features after
+            its Linear-LN-ReLU ("mask", as released).
     """
 
     def __init__(
@@ -145,8 +180,13 @@ class DecoderStage(nn.Module):
         temperature: float = 0.1,
         dynamic: bool = True,
         threshold: float = 0.5,
+        head_bias: bool = True,
+        iou_from: str = "query",
     ) -> None:
         super().__init__()
+        if iou_from not in ("query", "mask"):
+            raise ValueError(f"iou_from must be 'query' or 'mask', got {iou_from!r}")
+        self.iou_from = iou_from
         self.dynamic = dynamic
         self.threshold = threshold
         self.temperature = temperature if class_kind == "cosine" else 1.0
@@ -155,9 +195,9 @@ class DecoderStage(nn.Module):
         self.attn_norm = nn.LayerNorm(c)
         self.ffn = nn.Sequential(nn.Linear(c, ffn_dim), nn.ReLU(inplace=True), nn.Linear(ffn_dim, c))
         self.ffn_norm = nn.LayerNorm(c)
-        self.cls = ClassHead(c, num_classes, class_kind, embed_dim, logit_scale)
+        self.cls = ClassHead(c, num_classes, class_kind, embed_dim, logit_scale, bias=head_bias)
         self.mask_head = nn.Sequential(
-            nn.Linear(c, c), nn.LayerNorm(c), nn.ReLU(inplace=True), nn.Linear(c, c)
+            nn.Linear(c, c, bias=head_bias), nn.LayerNorm(c), nn.ReLU(inplace=True), nn.Linear(c, c)
         )
         self.iou_head = mlp(c, c, 1, 3)
 
@@ -175,10 +215,14 @@ class DecoderStage(nn.Module):
             q = self.update(hard_mask_pool(masks, features, self.threshold), q)
         q = self.attn_norm(q + self.attn(q, q, q, attn_mask=attn_mask, need_weights=False)[0])
         q = self.ffn_norm(q + self.ffn(q))
-        kernel = self.mask_head(q)
+        if self.iou_from == "mask":
+            hidden = self.mask_head[:3](q)  # Linear-LN-ReLU of the mask branch, read by both heads
+            kernel, iou = self.mask_head[3](hidden), self.iou_head(hidden)
+        else:
+            kernel, iou = self.mask_head(q), self.iou_head(q)
         return {
             "queries": q,
             "logits": self.cls(q, class_embed) / self.temperature,
             "masks": dynamic_masks(kernel, features),
-            "iou": self.iou_head(q).squeeze(-1),
+            "iou": iou.squeeze(-1),
         }

@@ -126,37 +126,61 @@ def _bilinear_deconv(c: int) -> nn.ConvTranspose2d:
 class LiteNeck(nn.Module):
     """YOSO-style neck: laterals, a deformable top-down path, aggregation, CoordConv -> F (stride 4).
 
+    Args:
+        in_channels: widths of the four backbone levels (strides 4, 8, 16, 32).
+        channels: C, the width of F.
+        agg_channels: width of the aggregation projections and the 3x3 output conv.
+        deform: DCNv2 in the top-down path (False: plain 3x3 convs).
+        level_channels: width of each level after its lateral (strides 4..32); None gives C to every
+            level (the released neck: ``c_i // 2``).
+        output_relu: ReLU after the 3x3 output conv (the released neck has none).
+
     Shape:
         input four maps (strides 4..32); output (B, C, H/4, W/4).
     """
 
     def __init__(
-        self, in_channels: tuple[int, ...], channels: int, agg_channels: int, deform: bool = True
+        self,
+        in_channels: tuple[int, ...],
+        channels: int,
+        agg_channels: int,
+        deform: bool = True,
+        *,
+        level_channels: tuple[int, ...] | None = None,
+        output_relu: bool = True,
     ) -> None:
         super().__init__()
         c = channels
-        self.lateral = nn.ModuleList([nn.Conv2d(ci, c, 1) for ci in in_channels])
+        w = tuple(level_channels) if level_channels is not None else (c,) * len(in_channels)
+        if len(w) != len(in_channels) or min(w) < 1:
+            raise ValueError(f"need one positive width per backbone level, got {w} for {tuple(in_channels)}")
+        self.lateral = nn.ModuleList([nn.Conv2d(ci, wi, 1) for ci, wi in zip(in_channels, w, strict=True)])
 
         def conv3(cin: int, cout: int) -> nn.Module:
             return DCNv2(cin, cout) if deform else nn.Conv2d(cin, cout, 3, padding=1, bias=False)
 
-        # top-down blocks for levels 1/32, 1/16, 1/8: (DCN + BN + ReLU, deconv x2 + BN + ReLU)
+        # top-down blocks for levels 1/32, 1/16, 1/8, each to the next finer level's width:
+        # (DCN + BN + ReLU, deconv x2 + BN + ReLU)
         self.td = nn.ModuleList(
             [
                 nn.Sequential(
-                    conv3(c, c),
-                    nn.BatchNorm2d(c),
+                    conv3(w[3 - k], w[2 - k]),
+                    nn.BatchNorm2d(w[2 - k]),
                     nn.ReLU(inplace=True),
-                    _bilinear_deconv(c),
-                    nn.BatchNorm2d(c),
+                    _bilinear_deconv(w[2 - k]),
+                    nn.BatchNorm2d(w[2 - k]),
                     nn.ReLU(inplace=True),
                 )
-                for _ in range(3)
+                for k in range(3)
             ]
         )
-        self.agg = nn.ModuleList([nn.Conv2d(c, agg_channels, 1, bias=False) for _ in range(4)])
+        # projections of the levels 1/32, 1/16, 1/8, 1/4
+        self.agg = nn.ModuleList([nn.Conv2d(w[3 - k], agg_channels, 1, bias=False) for k in range(4)])
         self.agg_bias = nn.Parameter(torch.zeros(1, agg_channels, 1, 1))
-        self.fuse = nn.Sequential(nn.Conv2d(agg_channels, agg_channels, 3, padding=1), nn.ReLU(inplace=True))
+        fuse: list[nn.Module] = [nn.Conv2d(agg_channels, agg_channels, 3, padding=1)]
+        if output_relu:
+            fuse.append(nn.ReLU(inplace=True))
+        self.fuse = nn.Sequential(*fuse)
         self.out = nn.Conv2d(agg_channels + 2, c, 1)
 
     def forward(self, feats: list[torch.Tensor]) -> torch.Tensor:

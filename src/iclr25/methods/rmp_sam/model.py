@@ -76,9 +76,18 @@ class RMPSAM(nn.Module):
         self.config = cfg = config
         c = cfg.channels
         self.backbone = build_backbone(cfg)
-        self.neck = LiteNeck(self.backbone.channels, c, cfg.agg_channels, cfg.deform)
+        # the released neck gives each level half its backbone width
+        widths = tuple(ci // 2 for ci in self.backbone.channels) if cfg.neck_widths == "official" else None
+        self.neck = LiteNeck(
+            self.backbone.channels,
+            c,
+            cfg.agg_channels,
+            cfg.deform,
+            level_channels=widths,
+            output_relu=cfg.neck_output_relu,
+        )
         self.query = nn.Embedding(cfg.num_queries, c)
-        self.prompt_encoder = PromptEncoder(c)
+        self.prompt_encoder = PromptEncoder(c, type_rows=cfg.prompt_type_rows)
         self.stages = nn.ModuleList(
             [
                 DecoderStage(
@@ -92,15 +101,23 @@ class RMPSAM(nn.Module):
                     temperature=cfg.stage_temperature,
                     dynamic=cfg.dynamic_kernels,
                     threshold=cfg.mask_threshold,
+                    head_bias=cfg.head_bias,
+                    iou_from=cfg.iou_from,
                 )
                 for _ in range(cfg.num_stages)
             ]
         )
         kind = cfg.class_head
         self.object_adapter = ObjectAdapter(
-            c, cfg.num_classes, kind, cfg.embed_dim, cfg.logit_scale, cfg.mask_threshold
+            c,
+            cfg.num_classes,
+            kind,
+            cfg.embed_dim,
+            cfg.logit_scale,
+            cfg.mask_threshold,
+            head_layout=cfg.adapter_heads,
         )
-        self.prompt_adapter = PromptAdapter(c, cfg.num_heads, cfg.num_classes)
+        self.prompt_adapter = PromptAdapter(c, cfg.num_heads, cfg.num_classes, head_layout=cfg.adapter_heads)
         if kind == "cosine":
             if class_embed is None:
                 g = torch.Generator().manual_seed(0)

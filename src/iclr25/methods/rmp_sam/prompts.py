@@ -60,16 +60,29 @@ class PromptEncoder(nn.Module):
     The normalised (cx, cy, w, h) box is sine-encoded directly (4 x 128 = 512 dims), then
     ``Linear(512, C)``; type and mask-token embeddings are added.
 
+    Args:
+        c: query width C.
+        pe_dim: width of the sine code of a box (4 coordinates).
+        type_rows: 3 (``type_embed``: one row per kind) or 2 (``pb_embed``, the released layout: row 1
+            for positive points and boxes, as the released pipeline gives every prompt, row 0 for
+            negative points, which it does not take).
+
     Shape:
         boxes (B, P, 4) XYXY in pixels, kinds (B, P) long (0 positive point, 1 box, 2 negative
         point) -> (B, P, C).
     """
 
-    def __init__(self, c: int, pe_dim: int = 512) -> None:
+    def __init__(self, c: int, pe_dim: int = 512, *, type_rows: int = 3) -> None:
         super().__init__()
+        if type_rows not in (2, 3):
+            raise ValueError(f"type_rows must be 2 or 3, got {type_rows}")
         self.pe_dim = pe_dim
+        self.type_rows = type_rows
         self.proj = nn.Linear(pe_dim, c)
-        self.type_embed = nn.Embedding(3, c)
+        if type_rows == 3:
+            self.type_embed = nn.Embedding(3, c)
+        else:
+            self.pb_embed = nn.Embedding(2, c)
         self.mask_token = nn.Parameter(torch.zeros(c))
         nn.init.normal_(self.mask_token, std=0.02)
 
@@ -86,4 +99,6 @@ class PromptEncoder(nn.Module):
             dim=-1,
         )
         enc = sine_encoding(cxcywh, self.pe_dim // 4)  # (B, P, 512): the normalised box, encoded
-        return self.proj(enc) + self.type_embed(kinds) + self.mask_token
+        # 2 rows: positive points and boxes take row 1, negative points row 0
+        kind = self.type_embed(kinds) if self.type_rows == 3 else self.pb_embed((kinds != 2).long())
+        return self.proj(enc) + kind + self.mask_token
